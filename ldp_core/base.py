@@ -28,11 +28,12 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Kind", "Mechanism", "Payload", "Report"]
+__all__ = ["Family", "Kind", "Mechanism", "Payload", "Report"]
 
 #: binary: a proportion of 1s; frequency: a histogram over the domain;
 #: mean: the mean of a number in [lo, hi].
 Kind = Literal["binary", "frequency", "mean"]
+Family = Literal["direct", "unary", "hashed", "binary", "mean"]
 
 #: A randomised report as the device holds it (the mechanism says which).
 Report = int | tuple[int, ...]
@@ -47,6 +48,9 @@ class Mechanism(ABC):
 
     name: ClassVar[str]
     kind: ClassVar[Kind]
+    #: How ``ldp_core.simulate`` samples tallies: direct (GRR-like), unary, hashed
+    #: (OLH-like: needs ``hashing`` and ``bucket_keep``), binary, or mean.
+    family: ClassVar[Family]
 
     @property
     @abstractmethod

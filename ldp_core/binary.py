@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from ldp_core._rng import WORD, Rng
-from ldp_core.base import Kind, Mechanism, Report, check_index, int_payload
+from ldp_core.base import Family, Kind, Mechanism, Report, check_index, int_payload
 from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
 
 __all__ = ["BinaryRR", "ForcedResponse", "exact_probability"]
@@ -44,6 +44,7 @@ class _OneBit(Mechanism):
     """What the two binary designs share: one bit, two counters."""
 
     kind: ClassVar[Kind] = "binary"
+    family: ClassVar[Family] = "binary"
 
     @property
     def domain_size(self) -> int:

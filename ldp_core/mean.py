@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from ldp_core._rng import WORD, Rng
-from ldp_core.base import Kind, Mechanism, Report, int_payload
+from ldp_core.base import Family, Kind, Mechanism, Report, int_payload
 from ldp_core.epsilon import check_epsilon, log_up, threshold_at_least, threshold_at_most
 
 __all__ = ["OneBitMean", "check_bounds"]
@@ -50,6 +50,7 @@ class OneBitMean(Mechanism):
 
     name: ClassVar[str] = "one_bit_mean"
     kind: ClassVar[Kind] = "mean"
+    family: ClassVar[Family] = "mean"
     declared_epsilon: float
     lo: float
     hi: float

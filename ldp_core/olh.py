@@ -33,6 +33,7 @@ Cost: S * g counters (about d to g*d); aggregation S * d operations.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
 
 from ldp_core._rng import WORD, Rng
-from ldp_core.base import Kind, Mechanism, Report, check_domain_size, check_index
+from ldp_core.base import Family, Kind, Mechanism, Report, check_domain_size, check_index
 from ldp_core.epsilon import check_epsilon, log_up
 from ldp_core.errors import ReportError
 from ldp_core.grr import grr_keep_threshold
@@ -111,6 +112,7 @@ class OLH(Mechanism):
 
     name: ClassVar[str] = "olh"
     kind: ClassVar[Kind] = "frequency"
+    family: ClassVar[Family] = "hashed"
     declared_epsilon: float
     size: int
     g: int
@@ -145,6 +147,11 @@ class OLH(Mechanism):
     def collision(self) -> Fraction:
         """P[h_s(v) = h_s(v')] for any v != v', over the uniform seed."""
         return _family(self.g, self.size)[2]
+
+    @property
+    def hashing(self) -> OLH:
+        """The hash family (seeds, g, h_s); a two-level OLH shares its base's."""
+        return self
 
     @property
     def bucket_keep(self) -> Fraction:
@@ -221,10 +228,8 @@ class OLH(Mechanism):
     # -- server side (numpy, imported lazily) ------------------------------------
 
     def seed_matrix(self) -> npt.NDArray[np.int64]:
-        """All seed vectors, shape (S, L)."""
-        import numpy as np
-
-        return np.array([self.seed_vector(s) for s in range(self.num_seeds)], dtype=np.int64)
+        """All seed vectors, shape (S, L) (computed once per (g, L), read-only)."""
+        return _seed_matrix(self.g, self.length)
 
     def digit_matrix(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Base-g digits (most significant first) of ``values``, shape (len, L)."""
@@ -253,6 +258,25 @@ class OLH(Mechanism):
                 axis=0
             )
         return [int(x) for x in out]
+
+
+@functools.lru_cache(maxsize=16)
+def _seed_matrix(g: int, length: int) -> npt.NDArray[np.int64]:
+    import numpy as np
+
+    blocks = []
+    for lead in range(length):
+        free = length - 1 - lead
+        tails = np.arange(g**free, dtype=np.int64)
+        powers = g ** np.arange(free - 1, -1, -1, dtype=np.int64)
+        block = np.zeros((g**free, length), dtype=np.int64)
+        block[:, lead] = 1
+        if free:
+            block[:, lead + 1 :] = (tails[:, None] // powers[None, :]) % g
+        blocks.append(block)
+    matrix = np.concatenate(blocks)
+    matrix.flags.writeable = False
+    return matrix
 
 
 def _base_digits(value: int, base: int, length: int) -> tuple[int, ...]:

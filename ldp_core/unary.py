@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from ldp_core._rng import WORD, Rng, uniform_words
-from ldp_core.base import Kind, Mechanism, Report, check_domain_size, check_index
+from ldp_core.base import Family, Kind, Mechanism, Report, check_domain_size, check_index
 from ldp_core.epsilon import check_epsilon, log_up, threshold_at_least, threshold_at_most
 from ldp_core.errors import ReportError
 
@@ -42,6 +42,7 @@ class UnaryEncoding(Mechanism):
 
     name: ClassVar[str] = "unary"
     kind: ClassVar[Kind] = "frequency"
+    family: ClassVar[Family] = "unary"
     declared_epsilon: float
     size: int
     one: int = field(init=False)

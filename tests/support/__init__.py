@@ -1,0 +1,1 @@
+"""Reusable process helpers for the test suite (real servers, stopped by pid)."""

@@ -1,0 +1,282 @@
+"""Real server processes for tests: uvicorn apps and a 3-master Redis Cluster.
+
+Every process is started on a free 127.0.0.1 port, waited for with a bounded
+deadline, and stopped by its own pid (SIGTERM, then SIGKILL after a timeout).
+
+Run the collector over real HTTP against a real Redis:
+
+>>> with start_collector(redis_url, log_dir=tmp_path) as svc:     # doctest: +SKIP
+...     httpx.get(svc.url + "/healthz")
+...     httpx.post(svc.url + "/v1/metrics", json=spec,
+...                headers=auth(ADMIN_KEY))
+
+Any ASGI factory works the same way (the aggregator, say):
+
+>>> svc = start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path)  # doctest: +SKIP
+>>> svc.stop()                                                               # doctest: +SKIP
+
+A Redis Cluster of three masters (no replicas), built with redis-py alone:
+
+>>> cluster = RedisClusterProcesses.start(tmp_path)       # doctest: +SKIP
+>>> cluster.nodes_env                                     # doctest: +SKIP
+'127.0.0.1:40001,127.0.0.1:40002,127.0.0.1:40003'
+>>> cluster.stop()                                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from collector.redis_server import RedisServer, free_port
+
+__all__ = [
+    "ADMIN_KEY",
+    "ANALYST_KEY",
+    "INGEST_KEY",
+    "REPO_ROOT",
+    "RedisClusterProcesses",
+    "ServiceProcess",
+    "auth",
+    "free_cluster_port",
+    "collector_env",
+    "start_collector",
+    "start_uvicorn",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+#: Test keys (>= 24 characters, so they also pass LDP_ENV=prod checks).
+ADMIN_KEY = "test-admin-key-0123456789abcdef"
+INGEST_KEY = "test-ingest-key-0123456789abcdef"
+ANALYST_KEY = "test-analyst-key-0123456789abcdef"
+
+
+def auth(key: str) -> dict[str, str]:
+    """The Authorization header for an API key."""
+    return {"Authorization": f"Bearer {key}"}
+
+
+@dataclass
+class ServiceProcess:
+    """A uvicorn subprocess serving one ASGI factory on 127.0.0.1:port."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log(self) -> str:
+        """What the process wrote to stdout and stderr so far."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_ready(self, path: str = "/healthz", timeout: float = 30.0) -> None:
+        """Poll ``path`` until it answers 200; raise with the log if it never does."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(
+                    f"uvicorn exited with {self.process.returncode}:\n{self.log()}"
+                )
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=1.0) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"uvicorn not ready on {self.url}{path} in {timeout}s:\n{self.log()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (graceful shutdown), then SIGKILL if it lingers."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, for fault tests."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> ServiceProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_uvicorn(
+    factory: str,
+    env: Mapping[str, str],
+    *,
+    log_dir: Path,
+    port: int | None = None,
+    ready_path: str = "/healthz",
+    timeout: float = 30.0,
+    workers: int = 1,
+) -> ServiceProcess:
+    """Run ``uvicorn --factory <factory>`` with ``env`` added to ours; wait for ``ready_path``."""
+    chosen = port or free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"uvicorn-{chosen}.log"
+    full_env = {**os.environ, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p
+    )
+    argv = [
+        sys.executable, "-m", "uvicorn", "--factory", factory,
+        "--host", "127.0.0.1", "--port", str(chosen),
+        "--no-access-log", "--log-level", "warning", "--workers", str(workers),
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    service = ServiceProcess(chosen, process, log_path)
+    service.wait_ready(ready_path, timeout)
+    return service
+
+
+def collector_env(
+    redis_url: str | None = None,
+    *,
+    cluster_nodes: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment settings for a dev-mode collector with the test keys."""
+    env = {
+        "LDP_ENV": "dev",
+        "LDP_ADMIN_KEYS": ADMIN_KEY,
+        "LDP_INGEST_KEYS": INGEST_KEY,
+        "LDP_ANALYST_KEYS": ANALYST_KEY,
+    }
+    if redis_url:
+        env["LDP_REDIS_URL"] = redis_url
+    if cluster_nodes:
+        env["LDP_REDIS_CLUSTER_NODES"] = cluster_nodes
+    env.update(extra or {})
+    return env
+
+
+def start_collector(
+    redis_url: str | None = None,
+    *,
+    log_dir: Path,
+    cluster_nodes: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> ServiceProcess:
+    """The collector (``collector.app:create_app``) over real HTTP, keys as above."""
+    env = collector_env(redis_url, cluster_nodes=cluster_nodes, extra=extra_env)
+    return start_uvicorn("collector.app:create_app", env, log_dir=log_dir, port=port)
+
+
+def free_cluster_port(attempts: int = 200) -> int:
+    """A free port p <= 55535 whose cluster bus port p + 10000 is free too."""
+    rng = random.Random()
+    for _ in range(attempts):
+        port = rng.randrange(20000, 55535)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a redis cluster node")
+
+
+@dataclass
+class RedisClusterProcesses:
+    """``size`` redis-server masters joined into one Redis Cluster (no replicas)."""
+
+    servers: list[RedisServer] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, data_dir: Path, size: int = 3, timeout: float = 30.0) -> RedisClusterProcesses:
+        """Start the masters, MEET them, split the 16384 slots, wait for cluster_state:ok."""
+        import redis
+
+        cluster = cls()
+        try:
+            for i in range(size):
+                port = free_cluster_port()
+                cluster.servers.append(
+                    RedisServer.start(
+                        data_dir / f"node{i}",
+                        port=port,
+                        extra=(
+                            "--cluster-enabled", "yes",
+                            "--cluster-config-file", str(data_dir / f"node{i}" / "nodes.conf"),
+                            "--cluster-node-timeout", "5000",
+                        ),
+                    )
+                )
+            clients = [redis.Redis(host="127.0.0.1", port=s.port) for s in cluster.servers]
+            first = cluster.servers[0]
+            for client in clients[1:]:
+                client.execute_command("CLUSTER", "MEET", "127.0.0.1", str(first.port))
+            bounds = [round(i * 16384 / size) for i in range(size + 1)]
+            for client, lo, hi in zip(clients, bounds, bounds[1:], strict=False):
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", str(lo), str(hi - 1))
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
+                texts = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
+                if all(
+                    "cluster_state:ok" in t and f"cluster_known_nodes:{size}" in t for t in texts
+                ):
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError("redis cluster did not reach cluster_state:ok")
+            for client in clients:
+                client.close()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    @property
+    def nodes_env(self) -> str:
+        """The LDP_REDIS_CLUSTER_NODES value: host:port,..."""
+        return ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
