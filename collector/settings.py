@@ -1,7 +1,7 @@
 """Operator settings of the collector, from the environment (prefix ``LDP_``).
 
 >>> s = Settings(env="dev", redis_url="redis://127.0.0.1:6379/0",
-...              ingest_keys="k-ingest-0123456789abcdefgh", admin_keys="k-admin-0123456789abcdefghi")
+...              ingest_keys="k-ingest-0123456789abcdefgh")
 >>> s.shards, s.retention_days, s.max_body_bytes
 (4, 31, 1048576)
 >>> sorted(s.keys_by_role())
@@ -50,16 +50,16 @@ class Settings(BaseSettings):
     ingest_keys: SecretStr = SecretStr("")
     analyst_keys: SecretStr = SecretStr("")
     data_dir: str | None = None
-    shards: int = Field(4, ge=1, le=256)
-    retention_days: int = Field(31, ge=1, le=3660)
-    clock_skew_epochs: int = Field(1, ge=0, le=24)
-    rate_limit_per_second: float = Field(1000.0, ge=0)
-    rate_limit_burst: int = Field(2000, ge=1)
-    max_body_bytes: int = Field(1 << 20, ge=1024)
-    max_inflated_bytes: int = Field(4 << 20, ge=1024)
-    max_spec_bytes: int = Field(16 << 20, ge=1024)
+    shards: int = Field(default=4, ge=1, le=256)
+    retention_days: int = Field(default=31, ge=1, le=3660)
+    clock_skew_epochs: int = Field(default=1, ge=0, le=24)
+    rate_limit_per_second: float = Field(default=1000.0, ge=0)
+    rate_limit_burst: int = Field(default=2000, ge=1)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_inflated_bytes: int = Field(default=4 << 20, ge=1024)
+    max_spec_bytes: int = Field(default=16 << 20, ge=1024)
     server_secret: SecretStr | None = None
-    redis_timeout_seconds: float = Field(2.0, gt=0)
+    redis_timeout_seconds: float = Field(default=2.0, gt=0)
     log_level: str = "INFO"
 
     @model_validator(mode="after")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector.redis_server import RedisServer
+from tests.support.servers import RedisClusterProcesses, ServiceProcess, start_collector
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +29,31 @@ def fresh_redis(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+# -- added by the collector (issue 4): a Redis Cluster and the collector over real HTTP --
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """Three redis-server masters on loopback joined into one Redis Cluster."""
+    cluster = RedisClusterProcesses.start(tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture()
+def collector_service(redis_server: RedisServer, tmp_path: Path) -> Iterator[ServiceProcess]:
+    """The collector as a uvicorn subprocess on a free 127.0.0.1 port, over a flushed
+    session Redis; keys are tests.support.servers.ADMIN_KEY / INGEST_KEY / ANALYST_KEY."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    service = start_collector(redis_server.url, log_dir=tmp_path / "collector")
+    try:
+        yield service
+    finally:
+        service.stop()

@@ -49,8 +49,8 @@ __all__ = [
     "RedisClusterProcesses",
     "ServiceProcess",
     "auth",
-    "free_cluster_port",
     "collector_env",
+    "free_cluster_port",
     "start_collector",
     "start_uvicorn",
 ]

@@ -1,0 +1,115 @@
+"""The aggregator service: ``uvicorn --factory aggregator.app:create_app``.
+
+Read-only: it reads specs and tallies through ``collector.store`` and never
+writes Redis.  The Redis client is created by the lifespan and closed with it.
+Every error is problem+json; Redis down is 503 with Retry-After.  Every
+response carries the security headers below (the dashboard needs nothing
+from outside the server: no script, no CDN).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import redis.exceptions
+from fastapi import FastAPI, Request, Response
+
+from aggregator.auth import KeyRing
+from aggregator.problems import Problem, install_handlers, problem_response
+from aggregator.routers import dashboard, estimates, health, metrics
+from aggregator.settings import DEV_REDIS_URL, Settings
+from collector.store import Store, make_client
+
+__all__ = ["SECURITY_HEADERS", "create_app"]
+
+log = logging.getLogger("aggregator")
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+_QUERY = re.compile(r"\?[^ \"]*")
+
+
+class _RedactQuery(logging.Filter):
+    """Drop query strings from uvicorn's access log (``?key=`` must never be logged)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _QUERY.sub("?<redacted>", a) if isinstance(a, str) else a for a in record.args
+            )
+        return True
+
+
+def _store_for(settings: Settings) -> Store:
+    nodes = settings.cluster_nodes()
+    client = make_client(
+        None if nodes else (settings.redis_url or DEV_REDIS_URL),
+        nodes or None,
+        timeout=settings.redis_timeout_seconds,
+    )
+    return Store(client)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ASGI app; settings from the environment unless given."""
+    settings = settings or Settings()
+    access_log = logging.getLogger("uvicorn.access")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redactor = _RedactQuery()
+        access_log.addFilter(redactor)
+        app.state.store = _store_for(settings)
+        try:
+            yield
+        finally:
+            await app.state.store.close()
+            access_log.removeFilter(redactor)
+
+    app = FastAPI(
+        title="ldp-telemetry aggregator",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.settings = settings
+    app.state.keyring = KeyRing.from_keys(settings.keys())
+    install_handlers(app)
+
+    async def on_redis_error(_: Request, exc: Exception) -> Response:
+        log.warning("redis unavailable: %s", type(exc).__name__)
+        return problem_response(
+            Problem(503, "store_unavailable", "Redis did not answer; retry later",
+                    headers={"Retry-After": "5"})
+        )
+
+    app.add_exception_handler(redis.exceptions.RedisError, on_redis_error)
+    app.add_exception_handler(OSError, on_redis_error)
+
+    @app.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    for module in (health, metrics, estimates, dashboard):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,146 @@
+"""The dashboard page: server-rendered HTML with inline SVG, no script.
+
+Built from the same JSON the API returns (``service.estimate_response`` with
+the series), so the page and the API never disagree.
+"""
+
+from __future__ import annotations
+
+import time
+from html import escape
+from typing import Any
+
+from aggregator.charts import Bar, Point, bar_chart, series_chart
+
+__all__ = ["login_page", "metrics_page"]
+
+#: Most categories drawn per chart (the largest estimates); the API has them all.
+MAX_BARS = 40
+
+_HEAD = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    "<title>{title}</title>"
+    '<link rel="stylesheet" href="/static/dashboard.css"></head><body>'
+)
+
+
+def _date(seconds: int, epoch_length: str) -> str:
+    fmt = "%Y-%m-%d" if epoch_length == "day" else "%Y-%m-%d %H:00"
+    return time.strftime(fmt, time.gmtime(seconds))
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def _bars(body: dict[str, Any]) -> tuple[str, str]:
+    """The bar chart and a caption for a non-suppressed estimate."""
+    est = body["estimate"]
+    if body["kind"] == "categorical":
+        rows = [
+            Bar(v["category"], v["value"] or 0.0, v["ci_low"] or 0.0, v["ci_high"] or 0.0)
+            for v in est["values"]
+        ]
+        caption = "estimated share of reports per value"
+        if len(rows) > MAX_BARS:
+            rows = sorted(rows, key=lambda r: -r.value)[:MAX_BARS]
+            caption += f" (the {MAX_BARS} largest of {len(est['values'])})"
+        return bar_chart(rows, ceil=0.0), caption
+    if body["kind"] == "boolean":
+        row = Bar("true", est["value"] or 0.0, est["ci_low"] or 0.0, est["ci_high"] or 0.0)
+        return bar_chart([row], ceil=1.0), "estimated proportion of true"
+    row = Bar("mean", est["value"] or 0.0, est["ci_low"] or 0.0, est["ci_high"] or 0.0)
+    return bar_chart([row], floor=min(0.0, body["lo"]), ceil=body["hi"]), (
+        f"estimated mean, in [{body['lo']:g}, {body['hi']:g}]"
+    )
+
+
+def _series(body: dict[str, Any]) -> str:
+    """The per-epoch chart (for a categorical metric: its largest value)."""
+    series = body.get("series") or []
+    if not series:
+        return ""
+    pick = None
+    what = "estimate"
+    if body["kind"] == "categorical":
+        est = body.get("estimate")
+        values = est["values"] if est else []
+        if values:
+            pick = max(range(len(values)), key=lambda i: values[i]["value"] or 0.0)
+            what = f"share of {values[pick]['category']!r}"
+        else:
+            pick = 0
+            what = f"share of {body['domain'][0]!r}"
+    points = []
+    for s in series:
+        label = _date(s["start_time"], body["epoch_length"])
+        if s["suppressed"]:
+            points.append(Point(s["epoch"], label, None, None, None, str(s["reason"])))
+            continue
+        e = s["estimate"]["values"][pick] if pick is not None else s["estimate"]
+        note = f"{_fmt(e['value'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}], n={s['n']}"
+        points.append(Point(s["epoch"], label, e["value"], e["ci_low"], e["ci_high"], note))
+    suppressed = sum(1 for p in points if p.value is None)
+    chart = series_chart(points, title=f"{what} per {body['epoch_length']}")
+    marked = (
+        f' <span class="suppressed-note">{suppressed} suppressed '
+        f"{body['epoch_length']}(s) greyed</span>" if suppressed else ""
+    )
+    return (
+        f'<figure class="series-figure"><figcaption>{escape(what)} per '
+        f"{escape(body['epoch_length'])}, with its interval band{marked}</figcaption>"
+        f"{chart}</figure>"
+    )
+
+
+def _section(body: dict[str, Any]) -> str:
+    name = escape(body["metric"])
+    lifetime = (
+        f", lifetime ε∞ = {body['epsilon_inf']:g}" if body.get("epsilon_inf") is not None else ""
+    )
+    facts = (
+        f'<p class="facts">{escape(body["kind"])} · mechanism {escape(body["mechanism"])} · '
+        f'<span class="epsilon">ε = {body["epsilon"]:g} per report, '
+        f"{escape(body['unit'])}</span>{escape(lifetime)} · "
+        f'<span class="n">n = {body["n"]}</span> · {body["window"]["epochs"]} '
+        f"{escape(body['epoch_length'])}(s) · {int(body['confidence'] * 100)}% intervals</p>"
+    )
+    if body["suppressed"]:
+        main = f'<p class="suppressed">Suppressed: {escape(str(body["reason"]))}.</p>'
+    else:
+        chart, caption = _bars(body)
+        main = (
+            f'<figure class="bars-figure"><figcaption>{escape(caption)}</figcaption>'
+            f"{chart}</figure>"
+        )
+    return (
+        f'<section class="metric" id="metric-{name}" data-metric="{name}">'
+        f"<h2>{name} <small>v{body['version']}</small></h2>{facts}{main}{_series(body)}</section>"
+    )
+
+
+def metrics_page(bodies: list[dict[str, Any]]) -> str:
+    """The whole dashboard: one section per metric."""
+    sections = "".join(_section(b) for b in bodies) or (
+        '<p class="empty">No metric is registered yet.</p>'
+    )
+    return (
+        _HEAD.format(title="ldp-telemetry estimates")
+        + '<header><h1>ldp-telemetry</h1><p class="lead">Estimates from locally '
+        "randomised reports: unbiased values (they can be negative) with their intervals. "
+        "No true value was ever collected.</p>"
+        '<form method="post" action="/logout"><button type="submit">Sign out</button></form>'
+        f"</header><main>{sections}</main></body></html>"
+    )
+
+
+def login_page(message: str) -> str:
+    """The sign-in form: the analyst key is POSTed, never put in a URL by the form."""
+    return (
+        _HEAD.format(title="ldp-telemetry sign in")
+        + f'<main class="login"><h1>ldp-telemetry</h1><p>{escape(message)}</p>'
+        '<form method="post" action="/login"><label>Analyst key '
+        '<input type="password" name="key" autocomplete="off" required></label>'
+        '<button type="submit">Sign in</button></form></main></body></html>'
+    )

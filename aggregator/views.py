@@ -1,0 +1,111 @@
+"""Estimates as the API returns them: labelled, suppressed when too few reports.
+
+One function turns (spec, tallies, n) into the JSON of an estimate; the route
+adds the window, the series and the metric's facts.  Unbiased values are
+returned as they are (they may be negative or above 1); the consistent ones,
+when asked, are a separate field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from aggregator.estimate import FrequencyEstimate, estimate
+from ldp_core.metric import MetricSpec
+
+__all__ = ["EstimateOptions", "estimate_json", "metric_facts", "suppression_reason"]
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """Query options shared by every estimate of one request."""
+
+    confidence: float = 0.95
+    consistent: bool = False
+    simultaneous: bool = False
+
+
+def _num(x: Any) -> float | None:
+    """A JSON number (NaN and infinities become null)."""
+    value = float(x)
+    return value if math.isfinite(value) else None
+
+
+def metric_facts(spec: MetricSpec) -> dict[str, Any]:
+    """What every estimate response says about its metric and its privacy."""
+    facts: dict[str, Any] = {
+        "metric": spec.name,
+        "version": spec.version,
+        "kind": spec.kind,
+        "mechanism": spec.mechanism,
+        "epsilon": spec.epsilon,
+        "unit": spec.unit_text(),
+        "epoch_length": spec.epoch,
+        "epoch_seconds": spec.epoch_seconds,
+        "min_reports": spec.min_reports,
+    }
+    if spec.epsilon_inf is not None:
+        facts["epsilon_inf"] = spec.epsilon_inf
+    if spec.kind == "categorical":
+        facts["domain"] = list(spec.domain)
+    if spec.kind == "numeric":
+        facts["lo"], facts["hi"] = spec.lo, spec.hi
+    return facts
+
+
+def suppression_reason(spec: MetricSpec, n: int) -> str | None:
+    """Why an estimate over ``n`` reports is withheld, or None."""
+    if n == 0:
+        return "no reports in the window"
+    if n < spec.min_reports:
+        return (
+            f"{n} reports in the window, below the metric's minimum of {spec.min_reports}"
+        )
+    return None
+
+
+def estimate_json(
+    spec: MetricSpec, tallies: tuple[int, ...], n: int, options: EstimateOptions
+) -> dict[str, Any]:
+    """{"n", "suppressed", "reason", "estimate"}; ``estimate`` is None when suppressed."""
+    reason = suppression_reason(spec, n)
+    out: dict[str, Any] = {"n": n, "suppressed": reason is not None, "reason": reason}
+    if reason is not None:
+        out["estimate"] = None
+        return out
+    m = spec.build()
+    e = estimate(
+        m, list(tallies), n, confidence=options.confidence,
+        consistent=options.consistent, simultaneous=options.simultaneous,
+    )
+    if isinstance(e, FrequencyEstimate):
+        consistent = e.consistent
+        out["estimate"] = {
+            "values": [
+                {
+                    "category": label,
+                    "value": _num(e.value[i]),
+                    "stderr": _num(e.stderr[i]),
+                    "ci_low": _num(e.ci_low[i]),
+                    "ci_high": _num(e.ci_high[i]),
+                    **(
+                        {"consistent": _num(consistent[i])}
+                        if consistent is not None else {}
+                    ),
+                }
+                for i, label in enumerate(spec.domain)
+            ],
+        }
+    else:
+        out["estimate"] = {
+            "value": _num(e.value),
+            "stderr": _num(e.stderr),
+            "ci_low": _num(e.ci_low),
+            "ci_high": _num(e.ci_high),
+            "quantity": "mean" if spec.kind == "numeric" else "proportion of true",
+        }
+    out["confidence"] = options.confidence
+    out["simultaneous"] = options.simultaneous and m.kind == "frequency"
+    return out

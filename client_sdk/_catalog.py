@@ -1,0 +1,99 @@
+"""The metric specs a device knows: fetched from the collector, cached on disk.
+
+A device that fetched the specs once works offline: the catalog is written to
+``<state_dir>/metrics.json`` (atomically) and read back at start.
+
+>>> cat = Catalog(path=None)
+>>> cat.update([{"name": "browser", "kind": "categorical", "domain": ["a", "b"],
+...              "epsilon": 1.0, "mechanism": "grr", "version": 3}])
+1
+>>> cat.get("browser").version
+3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ldp_core.metric import MetricSpec
+
+__all__ = ["Catalog"]
+
+
+class Catalog:
+    """Thread-safe name -> latest ``MetricSpec``, optionally cached in a file."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._specs: dict[str, MetricSpec] = {}
+        self.loaded_from_disk = False
+        if path is not None:
+            self._load(path)
+
+    def get(self, name: str) -> MetricSpec | None:
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def update(self, specs: Iterable[dict[str, Any]], *, save: bool = True) -> int:
+        """Add or replace specs from their JSON form; returns how many were usable.
+
+        A spec this SDK cannot build (unknown mechanism in an older SDK, a bad
+        field) is skipped: its metric stays unknown rather than breaking the rest.
+        """
+        usable: dict[str, MetricSpec] = {}
+        raw: list[dict[str, Any]] = []
+        for data in specs:
+            try:
+                spec = MetricSpec.from_json(data)
+                spec.build()
+            except (ValueError, TypeError, ImportError, KeyError):
+                continue
+            current = usable.get(spec.name)
+            if current is None or spec.version > current.version:
+                usable[spec.name] = spec
+                raw.append(data)
+        with self._lock:
+            for name, spec in usable.items():
+                known = self._specs.get(name)
+                if known is None or spec.version >= known.version:
+                    self._specs[name] = spec
+            if save and self._path is not None and usable:
+                self._save(self._path)
+        return len(usable)
+
+    def _save(self, path: Path) -> None:
+        data = {"metrics": [spec.to_json() for spec in self._specs.values()]}
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            with open(path, encoding="utf-8") as src:
+                data = json.load(src)
+        except (OSError, ValueError):
+            return
+        metrics = data.get("metrics") if isinstance(data, dict) else None
+        if isinstance(metrics, list):
+            self.update([m for m in metrics if isinstance(m, dict)], save=False)
+            self.loaded_from_disk = bool(self._specs)
+
+    def purge_file(self) -> None:
+        if self._path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path)

@@ -1,0 +1,541 @@
+"""Queue, spool and sender: everything between ``record`` and the collector.
+
+One ``Pipeline`` serves a ``Client`` (one device) or a ``Fleet`` (many logical
+devices).  Reports flow:
+
+    record -> [memory buffer] -> spool (sqlite) -> claim -> POST /v1/reports -> remove
+
+- durability "record": ``enqueue`` writes to the spool before it returns;
+  "batch": ``enqueue`` appends to memory and the sender writes every
+  ``persist_interval``.  Only spooled reports are ever sent.
+- The sender sends when ``batch_size`` reports wait, when the oldest waited
+  ``interval`` seconds, or on ``flush``.  Network failures, 408, 429, 5xx are
+  retried (capped exponential backoff with full jitter; Retry-After honoured,
+  clamped); other 4xx are final and counted in ``dropped`` by reason.
+- Without a background thread (``background=False``) nothing happens until
+  ``flush(timeout)``, which sends in the calling thread.
+
+Fork: a child starts with an empty memory queue, fresh locks, its own sqlite
+connection, and starts its own sender thread on first use.  Spooled reports are
+shared through the file and leased, so parent and child never send one row at
+once (and the collector counts a report_id once anyway).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gzip
+import json
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ldp_core.wire import MAX_BATCH
+
+from client_sdk._catalog import Catalog
+from client_sdk._config import DeliveryConfig
+from client_sdk._results import Counters
+from client_sdk._store import Claimed, Row, Store
+from client_sdk._transport import Response, Transport
+
+__all__ = ["Pipeline"]
+
+log = logging.getLogger("client_sdk")
+
+_RETRYABLE = frozenset({408, 425, 429})
+_USER_AGENT = "ldp-telemetry-sdk/0.1"
+
+
+class Pipeline:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        store: Store,
+        catalog: Catalog,
+        transport: Transport,
+        config: DeliveryConfig,
+        *,
+        background: bool,
+        fetch_metrics: bool = True,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._api_key = api_key
+        self.store = store
+        self.catalog = catalog
+        self.transport = transport
+        self.config = config
+        self.background = background
+        self._jitter = random.Random()
+        self._init_state()
+        self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (
+            time.monotonic() + (config.metrics_ttl if fetch_metrics else float("inf")))
+        self._fetch_metrics = fetch_metrics
+        self._closed = False
+        #: Called in a forked child after the pipeline reset (e.g. a device's locks).
+        self.fork_callbacks: list[Callable[[], None]] = []
+        _LIVE.add(self)
+
+    def _init_state(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._buffer: list[Row] = []
+        self._lifetime: list[tuple[str, int, str, float]] = []
+        self._buffer_since: float | None = None
+        self._first_pending: float | None = time.monotonic() if self.store.pending() else None
+        self._flush_requests = 0
+        self._backoff_until = 0.0
+        self._attempt = 0
+        self._metrics_attempt = 0
+        self._send_limit = MAX_BATCH
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._sending = False
+        self._tally: Counter[str] = Counter()
+        self._dropped: Counter[str] = Counter()
+        self._refused: Counter[str] = Counter()
+        self._last_metrics_try = float("-inf")
+
+    # -- the record side ---------------------------------------------------------------
+
+    def enqueue(self, row: Row, lifetime: tuple[str, int, str, float] | None) -> bool:
+        """Queue one randomised report; False if the spool could not be written."""
+        with self._cond:
+            if self.config.durability == "record":
+                try:
+                    dropped = self.store.write([row], () if lifetime is None else (lifetime,))
+                except Exception as exc:  # disk full, permissions: not the app's problem
+                    log.warning("spool write failed: %s", type(exc).__name__)
+                    self._dropped["storage_error"] += 1
+                    return False
+                if dropped:
+                    self._dropped["spool_full"] += dropped
+            else:
+                self._buffer.append(row)
+                if lifetime is not None:
+                    self._lifetime.append(lifetime)
+                if self._buffer_since is None:
+                    self._buffer_since = time.monotonic()
+            self._tally["queued"] += 1
+            if self._first_pending is None:
+                self._first_pending = time.monotonic()
+            if self.background:
+                self._ensure_thread()
+                if self._pending_locked() >= self.config.batch_size or (
+                        self._buffer_since is not None and len(self._buffer) == 1):
+                    self._cond.notify_all()
+        return True
+
+    def refused(self, status: str) -> None:
+        with self._cond:
+            self._refused[status] += 1
+            if status == "unknown_metric" and self._fetch_metrics:
+                self._metrics_due = min(self._metrics_due, self._last_metrics_try + 60.0)
+                if self.background:
+                    self._ensure_thread()
+                    self._cond.notify_all()
+
+    def counters(self) -> Counters:
+        with self._cond:
+            return Counters(
+                queued=self._tally["queued"],
+                pending=self._pending_locked(),
+                sent=self._tally["sent"],
+                duplicates=self._tally["duplicates"],
+                dropped=dict(self._dropped),
+                refused=dict(self._refused),
+                batches=self._tally["batches"],
+                retries=self._tally["retries"],
+            )
+
+    def _pending_locked(self) -> int:
+        return len(self._buffer) + self.store.pending()
+
+    # -- flush / close -------------------------------------------------------------------
+
+    def flush(self, timeout: float) -> bool:
+        """Deliver everything queued; True if nothing is pending when it returns."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        if not self.background or self._closed:
+            return self._drain(deadline)
+        with self._cond:
+            self._ensure_thread()
+            self._flush_requests += 1
+            self._cond.notify_all()
+            try:
+                while self._pending_locked() or self._buffer:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None or not self._thread.is_alive():
+                        break
+                    self._cond.wait(min(left, 0.5))
+                return not self._pending_locked()
+            finally:
+                self._flush_requests -= 1
+
+    def close(self, timeout: float) -> bool:
+        """Flush within ``timeout``, stop the sender, keep the rest in the spool."""
+        if self._closed:
+            return not self.counters().pending
+        done = self.flush(timeout)
+        self.stop(max(0.1, timeout))
+        with self._cond:
+            self._persist_locked()
+            self._closed = True
+        self.store.close()
+        _LIVE.discard(self)
+        return done
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop the background thread (persisting the memory queue)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._cond:
+            self._persist_locked()
+            self._thread = None
+            self._stopping = False
+
+    def purge(self, reason: str) -> int:
+        """Delete every queued and spooled report (opt-out); returns how many."""
+        with self._cond:
+            dropped = len(self._buffer)
+            self._buffer.clear()
+            self._lifetime.clear()
+            self._buffer_since = None
+            dropped += self.store.purge(memo=True)
+            self._first_pending = None
+            if dropped:
+                self._dropped[reason] += dropped
+            return dropped
+
+    # -- the sender ----------------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            if self._closed:
+                return
+            self._thread = threading.Thread(
+                target=self._run, name="ldp-telemetry-sender", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping:
+                    now = time.monotonic()
+                    wake = self._next_wake(now)
+                    if wake <= now:
+                        break
+                    self._cond.wait(min(wake - now, 1.0))
+                if self._stopping:
+                    return
+            try:
+                self._tick(time.monotonic() + self.config.request_timeout * 3)
+            except Exception as exc:  # the sender must never die of one bad answer
+                log.warning("sender error: %s", type(exc).__name__)
+                with self._cond:
+                    self._schedule_retry(None)
+            with self._cond:
+                self._cond.notify_all()
+
+    def _next_wake(self, now: float) -> float:
+        wake = self._metrics_due
+        if self._buffer_since is not None:
+            wake = min(wake, self._buffer_since + self.config.persist_interval)
+        if self._first_pending is not None:
+            if self._flush_requests or self._pending_locked() >= self.config.batch_size:
+                send_at = now
+            else:
+                send_at = self._first_pending + self.config.interval
+            wake = min(wake, max(send_at, self._backoff_until))
+        return wake
+
+    def _tick(self, deadline: float) -> None:
+        now = time.monotonic()
+        with self._cond:
+            self._persist_locked()
+            want_metrics = now >= self._metrics_due
+            due = self._first_pending is not None and now >= self._backoff_until and (
+                self._flush_requests > 0
+                or self._pending_locked() >= self.config.batch_size
+                or now >= self._first_pending + self.config.interval
+            )
+        if want_metrics:
+            self.refresh_metrics(self.config.request_timeout)
+        if due:
+            self._send_until_empty(deadline)
+
+    def _persist_locked(self) -> None:
+        if not self._buffer:
+            return
+        rows, lifetime = self._buffer, self._lifetime
+        try:
+            dropped = self.store.write(rows, lifetime)
+        except Exception as exc:
+            log.warning("spool write failed: %s", type(exc).__name__)
+            self._dropped["storage_error"] += len(rows)
+            dropped = 0
+        if dropped:
+            self._dropped["spool_full"] += dropped
+        self._buffer, self._lifetime, self._buffer_since = [], [], None
+
+    def _drain(self, deadline: float) -> bool:
+        """Send in the calling thread until empty or ``deadline`` (bounded)."""
+        with self._cond:
+            self._persist_locked()
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            with self._cond:
+                if not self._pending_locked():
+                    break
+                wait = self._backoff_until - now
+            if wait > 0:
+                time.sleep(min(wait, deadline - now))
+                continue
+            if self._fetch_metrics and now >= self._metrics_due:
+                self.refresh_metrics(min(self.config.request_timeout, deadline - now))
+            if self._send_batch(deadline) == "empty":
+                if not self.store.unleased():
+                    break
+        return not self.counters().pending
+
+    def _send_until_empty(self, deadline: float) -> None:
+        while time.monotonic() < deadline and not self._stopping:
+            outcome = self._send_batch(deadline)
+            if outcome != "ok":
+                return
+
+    def _send_batch(self, deadline: float) -> str:
+        """One POST of the oldest spooled reports: 'ok', 'retry' or 'empty'."""
+        timeout = max(0.05, min(self.config.request_timeout, deadline - time.monotonic()))
+        claimed = self.store.claim(self._send_limit, self.config.request_timeout + 5.0)
+        if not claimed:
+            with self._cond:
+                if not self.store.pending() and not self._buffer:
+                    self._first_pending = None
+                else:  # leased by another process (a fork, a crashed run): look again soon
+                    self._backoff_until = max(self._backoff_until, time.monotonic() + 0.25)
+            return "empty"
+        body = _batch_body(claimed)
+        headers = {
+            "Authorization": f"Bearer {self._api_key}",
+            "Content-Type": "application/json",
+            "User-Agent": _USER_AGENT,
+        }
+        if self.config.gzip:
+            body = gzip.compress(body, compresslevel=6, mtime=0)
+            headers["Content-Encoding"] = "gzip"
+        try:
+            answer = self.transport.send("POST", f"{self.url}/v1/reports", headers, body, timeout)
+        except Exception as exc:
+            log.info("delivery failed (%s); will retry", type(exc).__name__)
+            return self._retry(claimed, None)
+        return self._handle(claimed, answer)
+
+    def _handle(self, claimed: Sequence[Claimed], answer: Response) -> str:
+        status = answer.status
+        seqs = [c.seq for c in claimed]
+        if 200 <= status < 300:
+            results = _results(answer.body, len(claimed))
+            if results is None:
+                log.warning("collector answered %d with an unreadable body", status)
+                return self._retry(claimed, None)
+            self.store.remove(seqs)
+            with self._cond:
+                self._tally["batches"] += 1
+                for kind, code in results:
+                    if kind == "accepted":
+                        self._tally["sent"] += 1
+                    elif kind == "duplicate":
+                        self._tally["duplicates"] += 1
+                    else:
+                        self._dropped[code or "rejected"] += 1
+                self._attempt = 0
+                self._send_limit = min(MAX_BATCH, self._send_limit * 2)
+                self._after_removal_locked()
+            return "ok"
+        if status in _RETRYABLE or status >= 500 or status < 200 or 300 <= status < 400:
+            return self._retry(claimed, answer)
+        if status == 413 and len(claimed) > 1:
+            self.store.release(seqs)
+            with self._cond:
+                self._send_limit = max(1, len(claimed) // 2)
+            return "ok"
+        code = _problem_code(answer) or f"http_{status}"
+        log.warning("collector refused a batch of %d: %d %s (dropped)", len(claimed), status, code)
+        self.store.remove(seqs)
+        with self._cond:
+            self._dropped[code] += len(claimed)
+            self._after_removal_locked()
+        return "ok"
+
+    def _after_removal_locked(self) -> None:
+        if not self.store.pending() and not self._buffer:
+            self._first_pending = None
+
+    def _retry(self, claimed: Sequence[Claimed], answer: Response | None) -> str:
+        self.store.release([c.seq for c in claimed])
+        with self._cond:
+            self._tally["retries"] += 1
+            self._schedule_retry(answer)
+        return "retry"
+
+    def _schedule_retry(self, answer: Response | None) -> None:
+        self._attempt += 1
+        delay = None
+        if answer is not None and answer.status in (429, 503):
+            delay = self.config.retry_after_delay(answer.header("retry-after"))
+        if delay is None:
+            delay = self.config.backoff_delay(self._attempt, self._jitter.uniform)
+        self._backoff_until = time.monotonic() + delay
+        log.info("next delivery attempt in %.2fs", delay)
+
+    # -- metric specs --------------------------------------------------------------------
+
+    def refresh_metrics(self, timeout: float) -> bool:
+        """GET /v1/metrics now (bounded by ``timeout``); True if the catalog was updated."""
+        with self._cond:
+            self._last_metrics_try = time.monotonic()
+        ok = False
+        try:
+            answer = self.transport.send(
+                "GET", f"{self.url}/v1/metrics",
+                {"Authorization": f"Bearer {self._api_key}", "User-Agent": _USER_AGENT},
+                None, max(0.05, timeout),
+            )
+            if answer.status == 200:
+                data = json.loads(answer.body)
+                metrics = data.get("metrics") if isinstance(data, dict) else None
+                if isinstance(metrics, list):
+                    self.catalog.update([m for m in metrics if isinstance(m, dict)])
+                    ok = True
+        except Exception as exc:
+            log.info("metric specs not fetched (%s)", type(exc).__name__)
+        with self._cond:
+            now = time.monotonic()
+            if ok:
+                self._metrics_attempt = 0
+                self._metrics_due = now + self.config.metrics_ttl
+            else:
+                self._metrics_attempt += 1
+                self._metrics_due = now + min(
+                    self.config.metrics_ttl,
+                    self.config.backoff_delay(self._metrics_attempt, lambda a, b: b) + 1.0,
+                )
+        return ok
+
+    # -- fork ----------------------------------------------------------------------------
+
+    def _before_fork(self) -> None:
+        self._cond.acquire()
+        self.store._lock.acquire()
+
+    def _after_fork_parent(self) -> None:
+        self.store._lock.release()
+        self._cond.release()
+
+    def _after_fork_child(self) -> None:
+        self.store.reopen_after_fork()
+        self._init_state()
+        self._metrics_due = time.monotonic() + self.config.metrics_ttl
+        for callback in self.fork_callbacks:
+            callback()
+
+
+def _batch_body(claimed: Sequence[Claimed]) -> bytes:
+    """The columnar batch (ldp_core.wire format); payloads are already JSON text."""
+    columns = json.dumps({
+        "metric": [c.metric for c in claimed],
+        "version": [c.version for c in claimed],
+        "epoch": [c.epoch for c in claimed],
+        "report_id": [c.report_id for c in claimed],
+        "token": [c.token for c in claimed],
+    }, separators=(",", ":"))
+    payloads = ",".join(c.payload for c in claimed)
+    return f'{columns[:-1]},"payload":[{payloads}]}}'.encode()
+
+
+def _results(body: bytes, expected: int) -> list[tuple[str, str | None]] | None:
+    try:
+        data = json.loads(body)
+        results = data["results"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(results, list) or len(results) != expected:
+        return None
+    out: list[tuple[str, str | None]] = []
+    for item in results:
+        status = item.get("status") if isinstance(item, dict) else None
+        if status not in ("accepted", "duplicate", "rejected"):
+            return None
+        code = item.get("code")
+        out.append((status, code if isinstance(code, str) else None))
+    return out
+
+
+def _problem_code(answer: Response) -> str | None:
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        data: Any = json.loads(answer.body)
+        code = data.get("code")
+        if isinstance(code, str) and code.replace("_", "").isalnum() and len(code) <= 64:
+            return code
+    return None
+
+
+# -- process-wide hooks: one atexit and one at-fork registration for all pipelines -----
+
+_LIVE: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+
+
+def _close_all_at_exit() -> None:
+    pipelines = list(_LIVE)
+    if not pipelines:
+        return
+    deadline = time.monotonic() + max(p.config.atexit_timeout for p in pipelines)
+    for p in pipelines:
+        with contextlib.suppress(Exception):
+            p.close(max(0.0, deadline - time.monotonic()))
+
+
+def _each(action: Callable[[Pipeline], None], pipelines: list[Pipeline]) -> None:
+    for p in pipelines:
+        action(p)
+
+
+_FORKING: list[Pipeline] = []
+
+
+def _before_fork() -> None:
+    _FORKING[:] = [p for p in _LIVE if not p._closed]
+    _each(Pipeline._before_fork, _FORKING)
+
+
+def _after_fork_parent() -> None:
+    _each(Pipeline._after_fork_parent, _FORKING)
+    _FORKING.clear()
+
+
+def _after_fork_child() -> None:
+    _each(Pipeline._after_fork_child, _FORKING)
+    _FORKING.clear()
+
+
+atexit.register(_close_all_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child
+    )

@@ -1,0 +1,140 @@
+"""What the SDK returns: record results, delivery counters, the privacy report.
+
+>>> RecordResult("queued", "browser").ok
+True
+>>> RecordResult("over_budget", "browser").ok
+False
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Counters", "LifetimeSpend", "PrivacyReport", "RecordResult", "RecordStatus",
+           "UnitSpend"]
+
+#: queued                the randomised report is in the queue (and, by default, the spool)
+#: over_budget           refused: the unit (device, metric, epoch) has no epsilon left
+#: over_lifetime_budget  refused: a new memoised value would exceed the lifetime budget
+#: unknown_metric        no spec for this name yet (fetched in the background; see Client)
+#: sampled_out           skipped by ``sample_rate`` before randomising (no epsilon spent)
+#: disabled              ``enabled=False``: nothing is collected
+#: opted_out             ``opt_out()`` was called on this device
+#: closed                the client was closed
+#: storage_error         the spool could not be written (disk full ...); nothing spent
+RecordStatus = Literal[
+    "queued", "over_budget", "over_lifetime_budget", "unknown_metric", "sampled_out",
+    "disabled", "opted_out", "closed", "storage_error",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """The outcome of one ``record`` call; it never contains the value."""
+
+    status: RecordStatus
+    metric: str
+    epoch: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when a randomised report was queued for delivery."""
+        return self.status == "queued"
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Delivery counters of this process since the client started.
+
+    queued      reports randomised and queued
+    pending     reports waiting (in memory or in the spool) right now
+    sent        reports the collector accepted
+    duplicates  reports the collector had already (a re-send): delivered
+    dropped     reports given up, by reason: a collector rejection code
+                (``token_reused`` ...), a final HTTP error code (``invalid_key``,
+                ``http_404`` ...), ``spool_full``, ``opt_out``, ``storage_error``
+    refused     record calls refused locally, by status (``over_budget``,
+                ``unknown_metric``, ``sampled_out`` ...)
+    batches     HTTP batches answered 2xx
+    retries     delivery attempts that will be retried (network, 408, 429, 5xx)
+    """
+
+    queued: int = 0
+    pending: int = 0
+    sent: int = 0
+    duplicates: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    retries: int = 0
+
+    @property
+    def delivered(self) -> int:
+        return self.sent + self.duplicates
+
+    @property
+    def refused_budget(self) -> int:
+        return self.refused.get("over_budget", 0) + self.refused.get("over_lifetime_budget", 0)
+
+
+@dataclass(frozen=True)
+class UnitSpend:
+    """Epsilon spent in one unit of privacy (this device, one metric, one epoch)."""
+
+    metric: str
+    version: int
+    epoch: int
+    epoch_start: float | None
+    unit: str
+    reports: int
+    spent: float
+    budget: float | None
+    adversary_accuracy: float
+
+
+@dataclass(frozen=True)
+class LifetimeSpend:
+    """Lifetime epsilon of a memoised metric: epsilon_inf per distinct memoised value."""
+
+    metric: str
+    version: int
+    memoised_values: int
+    epsilon_inf: float
+    spent: float
+    budget: float | None
+    adversary_accuracy: float
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """What this device has spent, per unit; no value appears in it."""
+
+    units: tuple[UnitSpend, ...]
+    lifetime: tuple[LifetimeSpend, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "units": [vars_of(u) for u in self.units],
+            "lifetime": [vars_of(x) for x in self.lifetime],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"{'metric':<24} {'ver':>3} {'epoch':>7} {'reports':>7} {'epsilon':>9}"
+                 f" {'budget':>8} {'adv.acc':>7}  unit"]
+        for u in self.units:
+            budget = "-" if u.budget is None else f"{u.budget:.4g}"
+            lines.append(f"{u.metric:<24} {u.version:>3} {u.epoch:>7} {u.reports:>7}"
+                         f" {u.spent:>9.4g} {budget:>8} {u.adversary_accuracy:>7.3f}  {u.unit}")
+        for x in self.lifetime:
+            lines.append(f"{x.metric:<24} {x.version:>3} lifetime: {x.memoised_values} memoised"
+                         f" value(s) x eps_inf {x.epsilon_inf:.4g} = {x.spent:.4g}"
+                         f" (adv.acc {x.adversary_accuracy:.3f})")
+        return "\n".join(lines)
+
+
+def vars_of(obj: object) -> dict[str, Any]:
+    from dataclasses import asdict, is_dataclass
+
+    assert is_dataclass(obj) and not isinstance(obj, type)
+    return asdict(obj)

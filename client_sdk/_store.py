@@ -1,0 +1,318 @@
+"""The durable spool and the budget ledger: one sqlite3 file in WAL mode.
+
+Tables (nothing in them is a true value, an IP address or a device id):
+
+- ``spool``: every randomised report not yet acknowledged by the collector,
+  oldest first, with a lease so that two processes sharing the file (a fork,
+  a restart after a crash) never send the same row at the same time.  Re-sends
+  after a crash are harmless: the collector counts a report_id once.
+- ``ledger``: epsilon spent per (metric, version, epoch), written by a trigger
+  in the same statement that spools the report, so a report and its charge
+  persist or vanish together.
+- ``lifetime``: for memoised (longitudinal) metrics, one row per distinct
+  memoised value, keyed by an HMAC of the value under the device secret.
+
+``secure_delete`` is on, so purged rows are overwritten on disk.
+
+>>> s = Store(None, max_reports=2, max_bytes=10**6)
+>>> s.write([Row("a" * 32, "m", 1, 7, "t" * 64, "1", 1.0)])
+0
+>>> s.pending()
+1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Claimed", "LedgerRow", "Row", "Store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS spool (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    report_id TEXT NOT NULL UNIQUE,
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    charge REAL NOT NULL,
+    size INTEGER NOT NULL,
+    lease_until REAL NOT NULL DEFAULT 0,
+    lease_pid INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    spent REAL NOT NULL,
+    reports INTEGER NOT NULL,
+    PRIMARY KEY (metric, version, epoch)
+);
+CREATE TABLE IF NOT EXISTS lifetime (
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    value_key TEXT NOT NULL,
+    epsilon_inf REAL NOT NULL,
+    PRIMARY KEY (metric, version, value_key)
+);
+CREATE TRIGGER IF NOT EXISTS charge_ledger AFTER INSERT ON spool WHEN new.charge > 0
+BEGIN
+    INSERT INTO ledger (metric, version, epoch, spent, reports)
+    VALUES (new.metric, new.version, new.epoch, new.charge, 1)
+    ON CONFLICT (metric, version, epoch)
+    DO UPDATE SET spent = spent + excluded.spent, reports = reports + 1;
+END;
+"""
+
+_INSERT = (
+    "INSERT OR IGNORE INTO spool (report_id, metric, version, epoch, token, payload, charge, size)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: Fixed per-row overhead counted against the byte quota (ids, token, keys).
+ROW_OVERHEAD = 140
+
+
+@dataclass(frozen=True)
+class Row:
+    """A report as spooled: the envelope fields, payload as JSON text, and its charge."""
+
+    report_id: str
+    metric: str
+    version: int
+    epoch: int
+    token: str
+    payload: str
+    charge: float
+
+    @property
+    def size(self) -> int:
+        return ROW_OVERHEAD + len(self.metric) + len(self.payload)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A spooled report leased to this process for one delivery attempt."""
+
+    seq: int
+    report_id: str
+    metric: str
+    version: int
+    epoch: int
+    token: str
+    payload: str
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    metric: str
+    version: int
+    epoch: int
+    spent: float
+    reports: int
+
+
+class Store:
+    """The spool and ledger of one state directory (``path=None``: in memory)."""
+
+    def __init__(self, path: Path | None, *, max_reports: int, max_bytes: int) -> None:
+        self.path = path
+        self.max_reports = max_reports
+        self.max_bytes = max_bytes
+        self._lock = threading.RLock()
+        self._conn = self._connect()
+        self._count = 0
+        self._bytes = 0
+        self._resync()
+        self._release_dead_leases()
+
+    def _connect(self) -> sqlite3.Connection:
+        target = ":memory:" if self.path is None else str(self.path)
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=10.0)
+        if self.path is not None:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    def reopen_after_fork(self) -> None:
+        """In a forked child: a connection of its own (an in-memory store starts empty).
+
+        The inherited connection is never used or closed in the child (sqlite
+        forbids both); it is parked so that garbage collection cannot close it.
+        """
+        _ORPHANS.append(self._conn)
+        self._lock = threading.RLock()
+        self._conn = self._connect()
+        self._resync()
+
+    # -- writing ---------------------------------------------------------------------
+
+    def write(self, rows: Sequence[Row], lifetime: Iterable[tuple[str, int, str, float]] = ()
+              ) -> int:
+        """Spool ``rows`` (and charge the ledger) in one transaction; returns how many
+        old reports the quotas dropped."""
+        extra = list(lifetime)
+        with self._lock:
+            conn = self._conn
+            if len(rows) == 1 and not extra:
+                conn.execute(_INSERT, _values(rows[0]))
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(_INSERT, [_values(r) for r in rows])
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO lifetime VALUES (?, ?, ?, ?)", extra
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            self._count += len(rows)
+            self._bytes += sum(r.size for r in rows)
+            if self._count > self.max_reports or self._bytes > self.max_bytes:
+                return self._trim()
+            return 0
+
+    def _trim(self) -> int:
+        self._resync()
+        over_n = self._count - self.max_reports
+        over_b = self._bytes - self.max_bytes
+        if over_n <= 0 and over_b <= 0:
+            return 0
+        dropped, freed, last = 0, 0, -1
+        for seq, size in self._conn.execute("SELECT seq, size FROM spool ORDER BY seq"):
+            if dropped >= over_n and freed >= over_b:
+                break
+            dropped, freed, last = dropped + 1, freed + size, seq
+        self._conn.execute("DELETE FROM spool WHERE seq <= ?", (last,))
+        self._resync()
+        return dropped
+
+    # -- delivering ------------------------------------------------------------------
+
+    def claim(self, limit: int, lease_seconds: float) -> list[Claimed]:
+        """Lease up to ``limit`` of the oldest unleased reports."""
+        now = time.time()
+        with self._lock:
+            self._resync()
+            rows = self._conn.execute(
+                "UPDATE spool SET lease_until = ?, lease_pid = ? WHERE seq IN ("
+                " SELECT seq FROM spool WHERE lease_until < ? ORDER BY seq LIMIT ?)"
+                " RETURNING seq, report_id, metric, version, epoch, token, payload",
+                (now + lease_seconds, os.getpid(), now, limit),
+            ).fetchall()
+        return sorted((Claimed(*r) for r in rows), key=lambda c: c.seq)
+
+    def release(self, seqs: Iterable[int]) -> None:
+        """Give leased reports back for a later attempt."""
+        with self._lock:
+            self._conn.executemany(
+                "UPDATE spool SET lease_until = 0 WHERE seq = ?", [(s,) for s in seqs]
+            )
+
+    def remove(self, seqs: Iterable[int]) -> None:
+        """Forget reports the collector answered for (accepted, duplicate or final)."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("DELETE FROM spool WHERE seq = ?", [(s,) for s in seqs])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._resync()
+
+    def pending(self) -> int:
+        """Reports in the spool (this process's view, exact after each claim)."""
+        return self._count
+
+    def unleased(self) -> int:
+        with self._lock:
+            (n,) = self._conn.execute(
+                "SELECT COUNT(*) FROM spool WHERE lease_until < ?", (time.time(),)
+            ).fetchone()
+        return int(n)
+
+    # -- ledger ----------------------------------------------------------------------
+
+    def ledger(self) -> list[LedgerRow]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT metric, version, epoch, spent, reports FROM ledger"
+                " ORDER BY metric, version, epoch"
+            ).fetchall()
+        return [LedgerRow(*r) for r in rows]
+
+    def lifetime(self) -> list[tuple[str, int, str, float]]:
+        with self._lock:
+            return [tuple(r) for r in self._conn.execute(  # type: ignore[misc]
+                "SELECT metric, version, value_key, epsilon_inf FROM lifetime"
+            )]
+
+    # -- purging ---------------------------------------------------------------------
+
+    def purge(self, *, memo: bool) -> int:
+        """Delete every spooled report (and the memo ledger); returns how many reports."""
+        with self._lock:
+            self._resync()
+            dropped = self._count
+            self._conn.execute("DELETE FROM spool")
+            if memo:
+                self._conn.execute("DELETE FROM lifetime")
+            if self.path is not None:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._resync()
+            return dropped
+
+    def close(self) -> None:
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _resync(self) -> None:
+        count, size = self._conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM spool"
+        ).fetchone()
+        self._count, self._bytes = int(count), int(size)
+
+    def _release_dead_leases(self) -> None:
+        with self._lock:
+            pids = [p for (p,) in self._conn.execute(
+                "SELECT DISTINCT lease_pid FROM spool WHERE lease_until > 0"
+            )]
+            for pid in pids:
+                if pid != os.getpid() and not _alive(pid):
+                    self._conn.execute(
+                        "UPDATE spool SET lease_until = 0 WHERE lease_pid = ?", (pid,)
+                    )
+
+
+def _values(row: Row) -> tuple[object, ...]:
+    return (row.report_id, row.metric, row.version, row.epoch, row.token, row.payload,
+            row.charge, row.size)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: Connections inherited across fork: never touched again (see ``reopen_after_fork``).
+_ORPHANS: list[sqlite3.Connection] = []

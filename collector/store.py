@@ -1,0 +1,454 @@
+"""The only module that knows the Redis key schema: metric specs and tallies.
+
+Redis key schema (``<name>`` matches ``^[a-z][a-z0-9_.-]{0,63}$``, so it never
+holds a brace or a colon; ``{...}`` is the Redis Cluster hash tag):
+
+    ldp:{spec}:names                        SET    metric names
+    ldp:{spec}:m:<name>                     HASH   latest -> n;  v:<n> -> spec JSON of
+                                                   version n (without "version");
+                                                   c:<n> -> canonical JSON (no params)
+                                                   that decides "identical spec"
+    ldp:{spec}:secret                       STRING 32 random bytes: the HMAC key of the
+                                                   digests below (unless LDP_SERVER_SECRET)
+    ldp:{x:<name>:<v>}:slots                SET    "<epoch>:<shard>" of every tally hash
+                                                   that holds reports (the read index)
+    ldp:{m:<name>:<v>:<epoch>:<shard>}:t    HASH   "<i>" -> counter i of the tally vector,
+                                                   "n" -> number of reports; kept
+    ldp:{m:<name>:<v>:<epoch>:<shard>}:d    HASH   token digest (16 bytes) -> report-id
+                                                   digest (8 bytes); EXPIREAT the end of
+                                                   the retention window of the epoch
+
+What is never written: a true value (devices send only randomised reports), an
+IP address, a user agent, a report id or a token in clear, a stable device id.
+Digests are keyed: ``HMAC-SHA256(secret, b"t" + token)[:16]`` and
+``HMAC-SHA256(secret, b"r" + report_id)[:8]``, so a leaked Redis dump cannot be
+matched against tokens or ids seen elsewhere without the secret.
+
+Shards.  The shard of a report is ``first 4 bytes of its token digest mod
+shards``.  (Deriving it from the token digest rather than the report-id digest
+keeps BOTH dedupe checks of a report in the slot of its counters: a retried
+report has the same token and report id, and a second report with the same
+token lands in the same shard, where it is refused as ``token_reused``.)
+Readers sum all shards listed in the ``slots`` index, so changing the shard
+count later only weakens the token check inside the epoch of the change.
+
+Writes.  One Lua script per (metric, version, epoch, shard) slot applies all
+of a batch's reports for that slot atomically: for each report in order,
+HSETNX token digest -> report-id digest; if the token was already there with
+the same report id the report is a ``duplicate`` (already delivered), with
+another report id it is ``token_reused``; then the merged increments of the
+accepted reports are applied with one HINCRBY per distinct counter.  The
+scripts of all slots of a batch go out in one pipeline (EVALSHA, loaded again
+on NOSCRIPT).
+
+>>> store = Store(redis.asyncio.Redis.from_url(url))           # doctest: +SKIP
+>>> spec, created = await store.create_metric(spec)             # doctest: +SKIP
+>>> await store.ingest([ValidReport(spec, 20421, rid, tok, (3,))])  # doctest: +SKIP
+['accepted']
+>>> await store.read_tallies(spec, [20421])                     # doctest: +SKIP
+{20421: ([0, 0, 0, 1], 1)}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+import orjson
+import redis.asyncio
+import redis.exceptions
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+from ldp_core.metric import MetricSpec
+
+__all__ = [
+    "Outcome",
+    "RedisClient",
+    "Store",
+    "ValidReport",
+    "make_client",
+]
+
+RedisClient: TypeAlias = "redis.asyncio.Redis | RedisCluster"
+Outcome = Literal["accepted", "duplicate", "token_reused"]
+_OUTCOMES: tuple[Outcome, ...] = ("accepted", "duplicate", "token_reused")
+
+_SPEC_NAMES = "ldp:{spec}:names"
+_SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
+
+# KEYS[1] tally hash, KEYS[2] dedupe hash.
+# ARGV[1] EXPIREAT of the dedupe hash, ARGV[2] R reports, ARGV[3] M merged counters,
+# then R triples (token digest, report-id digest, "i,j,k" counters of the report),
+# then M pairs (counter index, increment summed over all R reports).
+# Returns one code per report: 0 accepted, 1 duplicate, 2 token reused.
+_INGEST_LUA = """
+local r = tonumber(ARGV[2])
+local m = tonumber(ARGV[3])
+local out = {}
+local refused = {}
+local accepted = 0
+for i = 0, r - 1 do
+  local tok = ARGV[4 + 3 * i]
+  local rid = ARGV[5 + 3 * i]
+  if redis.call('HSETNX', KEYS[2], tok, rid) == 1 then
+    out[i + 1] = 0
+    accepted = accepted + 1
+  else
+    if redis.call('HGET', KEYS[2], tok) == rid then out[i + 1] = 1 else out[i + 1] = 2 end
+    refused[#refused + 1] = ARGV[6 + 3 * i]
+  end
+end
+if accepted == 0 then return out end
+local inc = {}
+local base = 4 + 3 * r
+for j = 0, m - 1 do
+  inc[ARGV[base + 2 * j]] = tonumber(ARGV[base + 2 * j + 1])
+end
+for _, counters in ipairs(refused) do
+  for idx in string.gmatch(counters, '[^,]+') do inc[idx] = inc[idx] - 1 end
+end
+for idx, v in pairs(inc) do
+  if v ~= 0 then redis.call('HINCRBY', KEYS[1], idx, v) end
+end
+redis.call('HINCRBY', KEYS[1], 'n', accepted)
+redis.call('EXPIREAT', KEYS[2], ARGV[1])
+return out
+"""
+
+# KEYS[1] spec hash, KEYS[2] names set; ARGV[1] canonical JSON, ARGV[2] stored JSON,
+# ARGV[3] name.  Returns {version, created (1) or existing (0)}.
+_CREATE_LUA = """
+local n = tonumber(redis.call('HGET', KEYS[1], 'latest') or '0')
+if n > 0 and redis.call('HGET', KEYS[1], 'c:' .. n) == ARGV[1] then return {n, 0} end
+n = n + 1
+redis.call('HSET', KEYS[1], 'latest', n, 'c:' .. n, ARGV[1], 'v:' .. n, ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return {n, 1}
+"""
+
+# KEYS[1] names set.  Returns name, version, stored JSON for the latest version of each.
+_LIST_LUA = """
+local out = {}
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local key = 'ldp:{spec}:m:' .. name
+  local n = redis.call('HGET', key, 'latest')
+  if n then
+    out[#out + 1] = name
+    out[#out + 1] = n
+    out[#out + 1] = redis.call('HGET', key, 'v:' .. n)
+  end
+end
+return out
+"""
+
+_INGEST_SHA = hashlib.sha1(_INGEST_LUA.encode()).hexdigest()  # noqa: S324 - Redis script id
+
+
+def make_client(
+    redis_url: str | None = None,
+    cluster_nodes: Sequence[tuple[str, int]] | None = None,
+    timeout: float = 2.0,
+) -> RedisClient:
+    """A redis.asyncio client for a URL, or a RedisCluster client for (host, port) nodes.
+
+    Neither connects yet: the first command does, so a collector starts while
+    Redis is down and recovers without a restart once it is back.
+    """
+    if cluster_nodes:
+        return RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in cluster_nodes],
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+        )
+    if not redis_url:
+        raise ValueError("give a redis URL or cluster nodes")
+    return redis.asyncio.Redis.from_url(
+        redis_url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        health_check_interval=5,
+    )
+
+
+@dataclass(frozen=True)
+class ValidReport:
+    """A report that passed every check that does not need Redis."""
+
+    spec: MetricSpec
+    epoch: int
+    report_id: str
+    token: str
+    counters: tuple[int, ...]
+
+
+def _tag(spec: MetricSpec, epoch: int, shard: int) -> str:
+    return f"ldp:{{m:{spec.name}:{spec.version}:{epoch}:{shard}}}"
+
+
+def _index_key(spec: MetricSpec) -> str:
+    return f"ldp:{{x:{spec.name}:{spec.version}}}:slots"
+
+
+def _spec_key(name: str) -> str:
+    return f"ldp:{{spec}}:m:{name}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _canonical(spec_json: dict[str, Any]) -> bytes:
+    return orjson.dumps(spec_json, option=orjson.OPT_SORT_KEYS)
+
+
+class Store:
+    """Metric specs and tallies in Redis (single node or Redis Cluster).
+
+    ``shards`` spreads each (metric, version, epoch) over that many slots;
+    ``retention_seconds`` is how long after an epoch ends its dedupe state is
+    kept (the collector refuses reports older than that anyway); ``secret``
+    keys the digests (else one is created once and kept in Redis).
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        shards: int = 4,
+        retention_seconds: int = 31 * 86400,
+        secret: bytes | None = None,
+    ) -> None:
+        if shards < 1:
+            raise ValueError(f"shards must be >= 1, got {shards}")
+        self.client = client
+        self.shards = shards
+        self.retention_seconds = retention_seconds
+        self._secret = secret
+        self._specs: dict[tuple[str, int], MetricSpec] = {}
+
+    @classmethod
+    def connect(
+        cls,
+        redis_url: str | None = None,
+        cluster_nodes: Sequence[tuple[str, int]] | None = None,
+        **kwargs: Any,
+    ) -> Store:
+        """A Store over a new client (see ``make_client``)."""
+        return cls(make_client(redis_url, cluster_nodes), **kwargs)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    @property
+    def is_cluster(self) -> bool:
+        return isinstance(self.client, RedisCluster)
+
+    # -- health ----------------------------------------------------------------------
+
+    async def ping(self) -> bool:
+        return bool(await self.client.ping())
+
+    async def ready(self) -> bool:
+        """Redis answers and the ingest script is loaded (it is loaded if missing)."""
+        try:
+            await self.client.ping()
+            await self._load_scripts()
+            await self._get_secret()
+        except (redis.exceptions.RedisError, OSError):
+            return False
+        return True
+
+    async def _load_scripts(self) -> None:
+        exists = await self.client.script_exists(_INGEST_SHA)
+        flags = exists if isinstance(exists, list) else [exists]
+        if not all(flags):
+            await self.client.script_load(_INGEST_LUA)
+
+    async def _get_secret(self) -> bytes:
+        if self._secret is None:
+            await self.client.set(_SPEC_SECRET, secrets.token_bytes(32), nx=True)
+            stored = await self.client.get(_SPEC_SECRET)
+            if not isinstance(stored, bytes) or len(stored) < 16:
+                raise RuntimeError("the server secret in Redis is missing or too short")
+            self._secret = stored
+        return self._secret
+
+    # -- metric specs ----------------------------------------------------------------
+
+    async def create_metric(self, spec: MetricSpec) -> tuple[MetricSpec, bool]:
+        """Store ``spec`` (its version is ignored) -> (stored spec, created?).
+
+        A new name gets version 1; a spec identical to the latest version of its
+        name returns that version (created False); any other gets latest + 1.
+        """
+        body = spec.to_json()
+        del body["version"]
+        canonical = {k: v for k, v in body.items() if k != "params"}
+        reply = await self.client.eval(
+            _CREATE_LUA, 2, _spec_key(spec.name), _SPEC_NAMES,
+            _canonical(canonical), orjson.dumps(body), spec.name,
+        )
+        version, created = int(reply[0]), bool(int(reply[1]))
+        stored = await self.get_metric(spec.name, version)
+        assert stored is not None
+        return stored, created
+
+    def _parse(self, name: str, version: int, raw: bytes | str) -> MetricSpec:
+        key = (name, version)
+        if key not in self._specs:
+            data = orjson.loads(raw)
+            data["version"] = version
+            self._specs[key] = MetricSpec.from_json(data)
+        return self._specs[key]
+
+    async def get_metric(self, name: str, version: int | None = None) -> MetricSpec | None:
+        """One version of a metric (the latest if ``version`` is None), or None."""
+        if version is not None and (name, version) in self._specs:
+            return self._specs[(name, version)]
+        key = _spec_key(name)
+        if version is None:
+            latest = await self.client.hget(key, "latest")
+            if latest is None:
+                return None
+            version = int(latest)
+        raw = await self.client.hget(key, f"v:{version}")
+        return None if raw is None else self._parse(name, version, raw)
+
+    async def get_metrics(
+        self, wanted: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], MetricSpec]:
+        """Many (name, version) at once (cached ones without a round trip)."""
+        wanted = list(dict.fromkeys(wanted))
+        out = {k: self._specs[k] for k in wanted if k in self._specs}
+        missing = [k for k in wanted if k not in out]
+        if missing:
+            pipe = self.client.pipeline(transaction=False)
+            for name, version in missing:
+                pipe.hget(_spec_key(name), f"v:{version}")
+            for (name, version), raw in zip(missing, await pipe.execute(), strict=True):
+                if raw is not None:
+                    out[(name, version)] = self._parse(name, version, raw)
+        return out
+
+    async def known_names(self, names: Iterable[str]) -> set[str]:
+        """Which of ``names`` are registered metrics (one round trip)."""
+        ordered = sorted(set(names))
+        if not ordered:
+            return set()
+        flags = await self.client.smismember(_SPEC_NAMES, ordered)
+        return {name for name, flag in zip(ordered, flags, strict=True) if flag}
+
+    async def list_metrics(self) -> list[MetricSpec]:
+        """The latest version of every metric, by name."""
+        flat = await self.client.eval(_LIST_LUA, 1, _SPEC_NAMES)
+        out = [
+            self._parse(_text(flat[i]), int(flat[i + 1]), flat[i + 2])
+            for i in range(0, len(flat), 3)
+        ]
+        return sorted(out, key=lambda s: s.name)
+
+    # -- ingest ------------------------------------------------------------------------
+
+    async def ingest(self, reports: Sequence[ValidReport]) -> list[Outcome]:
+        """Count each report at most once; one outcome per report, in order.
+
+        Raises redis.exceptions.RedisError (or OSError) if Redis is unreachable;
+        then nothing of this call may have been applied, or some slots may have:
+        a retry of the same batch is safe because duplicates count once.
+        """
+        if not reports:
+            return []
+        secret = await self._get_secret()
+        groups: dict[tuple[MetricSpec, int, int], list[tuple[int, bytes, bytes]]] = (
+            defaultdict(list)
+        )
+        for position, report in enumerate(reports):
+            tok = hmac.digest(secret, b"t" + report.token.encode(), "sha256")[:16]
+            rid = hmac.digest(secret, b"r" + report.report_id.encode(), "sha256")[:8]
+            shard = int.from_bytes(tok[:4], "big") % self.shards
+            groups[(report.spec, report.epoch, shard)].append((position, tok, rid))
+        calls: list[tuple[list[int], list[Any]]] = []
+        index: dict[MetricSpec, set[str]] = defaultdict(set)
+        for (spec, epoch, shard), members in groups.items():
+            index[spec].add(f"{epoch}:{shard}")
+            tag = _tag(spec, epoch, shard)
+            expire_at = (epoch + 1) * spec.epoch_seconds + self.retention_seconds
+            merged: dict[int, int] = defaultdict(int)
+            triples: list[Any] = []
+            for position, tok, rid in members:
+                counters = reports[position].counters
+                for c in counters:
+                    merged[c] += 1
+                triples += (tok, rid, ",".join(map(str, counters)))
+            pairs = [x for item in merged.items() for x in item]
+            args = [expire_at, len(members), len(merged), *triples, *pairs]
+            calls.append(([p for p, _, _ in members], [f"{tag}:t", f"{tag}:d", *args]))
+        replies = await self._run_ingest(index, [args for _, args in calls])
+        outcomes: list[Outcome] = ["accepted"] * len(reports)
+        for (positions, _), codes in zip(calls, replies, strict=True):
+            for position, code in zip(positions, codes, strict=True):
+                outcomes[position] = _OUTCOMES[int(code)]
+        return outcomes
+
+    async def _run_ingest(
+        self, index: dict[MetricSpec, set[str]], calls: list[list[Any]]
+    ) -> list[list[int]]:
+        for attempt in (0, 1):
+            pipe = self.client.pipeline(transaction=False)
+            for spec, members in index.items():
+                pipe.sadd(_index_key(spec), *sorted(members))
+            for args in calls:
+                pipe.evalsha(_INGEST_SHA, 2, *args)
+            try:
+                replies = await pipe.execute()
+            except redis.exceptions.NoScriptError:
+                if attempt:
+                    raise
+                await self.client.script_load(_INGEST_LUA)
+                continue
+            return [list(r) for r in replies[len(index):]]
+        raise AssertionError("unreachable")
+
+    # -- read side (the aggregator) ------------------------------------------------------
+
+    async def _slots(self, spec: MetricSpec) -> list[tuple[int, int]]:
+        members = await self.client.smembers(_index_key(spec))
+        pairs = []
+        for m in members:
+            epoch, _, shard = _text(m).partition(":")
+            pairs.append((int(epoch), int(shard)))
+        return sorted(pairs)
+
+    async def epochs_with_data(self, spec: MetricSpec) -> list[int]:
+        """Epochs of this metric version that hold at least one accepted report."""
+        return sorted({epoch for epoch, _ in await self._slots(spec)})
+
+    async def read_tallies(
+        self, spec: MetricSpec, epochs: Iterable[int]
+    ) -> dict[int, tuple[list[int], int]]:
+        """epoch -> (tally vector summed over shards, report count); empty epochs omitted."""
+        wanted = set(epochs)
+        slots = [(e, s) for e, s in await self._slots(spec) if e in wanted]
+        if not slots:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for epoch, shard in slots:
+            pipe.hgetall(f"{_tag(spec, epoch, shard)}:t")
+        size = spec.build().num_counters
+        out: dict[int, tuple[list[int], int]] = {}
+        for (epoch, _), fields in zip(slots, await pipe.execute(), strict=True):
+            if not fields:
+                continue
+            vector, n = out.get(epoch, ([0] * size, 0))
+            for key, value in fields.items():
+                if key == b"n":
+                    n += int(value)
+                else:
+                    vector[int(key)] += int(value)
+            out[epoch] = (vector, n)
+        return {e: out[e] for e in sorted(out) if out[e][1] > 0}

@@ -1,0 +1,60 @@
+"""Test data for the collector: metric specs and well-formed report envelopes.
+
+>>> env = envelope("browser", 1, today(), 2, device=7)
+>>> len(env.report_id), len(env.token)
+(32, 64)
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from ldp_core.base import Payload
+from ldp_core.wire import Envelope, device_token
+
+__all__ = ["NOW", "SPECS", "device_secret", "envelope", "today"]
+
+#: The clock of a test session (real time: Redis expires dedupe state by its own clock).
+NOW = time.time()
+
+#: Spec bodies for POST /v1/metrics, one per mechanism family.
+SPECS: dict[str, dict[str, Any]] = {
+    "browser": {"name": "browser", "kind": "categorical", "epsilon": 1.0,
+                "domain": ["firefox", "chrome", "safari", "edge"], "mechanism": "grr"},
+    "page": {"name": "page", "kind": "categorical", "epsilon": 1.0,
+             "domain": [f"p{i}" for i in range(20)], "mechanism": "oue"},
+    "country": {"name": "country", "kind": "categorical", "epsilon": 1.0,
+                "domain": [f"c{i}" for i in range(50)], "mechanism": "olh"},
+    "dark_mode": {"name": "dark_mode", "kind": "boolean", "epsilon": 1.0,
+                  "mechanism": "binary_rr"},
+    "load_ms": {"name": "load_ms", "kind": "numeric", "epsilon": 1.0, "lo": 0, "hi": 5000},
+}
+
+
+def today(epoch_seconds: int = 86400) -> int:
+    """The epoch that contains NOW."""
+    return int(NOW // epoch_seconds)
+
+
+def device_secret(device: int) -> bytes:
+    """A stable per-device secret for tests (real devices draw 32 random bytes)."""
+    return device.to_bytes(8, "big") * 4
+
+
+def envelope(
+    metric: str,
+    version: int,
+    epoch: int,
+    payload: Payload,
+    *,
+    device: int | None = None,
+    report_id: str | None = None,
+) -> Envelope:
+    """One report; ``device`` fixes the token (random device if None)."""
+    secret = device_secret(device) if device is not None else secrets.token_bytes(32)
+    return Envelope(
+        metric, version, epoch, report_id or secrets.token_hex(16),
+        device_token(secret, metric, version, epoch), payload,
+    )

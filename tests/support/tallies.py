@@ -1,0 +1,69 @@
+"""Write simulated tallies into a real Redis through the store's write API.
+
+``ldp_core.simulate.tallies`` gives the summed tally vector t of n reports; it
+is split back into n reports whose counters sum exactly to t (each counter i
+goes to t_i distinct reports, round robin), and the reports are ingested with
+``collector.store.Store.ingest`` -- the collector's own atomic Lua path, so
+the key schema stays known to the store alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from collector.store import Store, ValidReport
+from ldp_core.metric import MetricSpec
+
+__all__ = ["register", "reports_for", "write_tallies"]
+
+BATCH = 1000
+
+
+def reports_for(t: Sequence[int], n: int) -> list[tuple[int, ...]]:
+    """n counter tuples whose counts sum to t (needs every t_i <= n)."""
+    per: list[list[int]] = [[] for _ in range(n)]
+    offset = 0
+    for i, count in enumerate(int(c) for c in t):
+        if count > n:
+            raise ValueError(f"counter {i} holds {count} > n = {n}")
+        for k in range(count):
+            per[(offset + k) % n].append(i)
+        offset = (offset + count) % n
+    return [tuple(p) for p in per]
+
+
+async def _register(url: str, spec_json: dict[str, Any]) -> MetricSpec:
+    store = Store.connect(url)
+    try:
+        spec, _ = await store.create_metric(MetricSpec.from_json(spec_json))
+        return spec
+    finally:
+        await store.close()
+
+
+def register(url: str, spec_json: dict[str, Any]) -> MetricSpec:
+    """Register a metric spec (as the admin API would) and return the stored one."""
+    return asyncio.run(_register(url, spec_json))
+
+
+async def _write(url: str, spec: MetricSpec, epochs: dict[int, tuple[Sequence[int], int]]) -> None:
+    store = Store.connect(url)
+    try:
+        for epoch, (t, n) in epochs.items():
+            reports = [
+                ValidReport(spec, epoch, secrets.token_hex(16), secrets.token_hex(32), c)
+                for c in reports_for(t, n)
+            ]
+            for i in range(0, len(reports), BATCH):
+                outcomes = await store.ingest(reports[i : i + BATCH])
+                assert set(outcomes) == {"accepted"}, set(outcomes)
+    finally:
+        await store.close()
+
+
+def write_tallies(url: str, spec: MetricSpec, epochs: dict[int, tuple[Sequence[int], int]]) -> None:
+    """Ingest, per epoch, n reports whose counters sum to the given tally vector."""
+    asyncio.run(_write(url, spec, epochs))

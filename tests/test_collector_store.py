@@ -1,0 +1,154 @@
+"""collector.store against a real redis-server: specs, exactly-once tallies, the read side."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from collector.redis_server import RedisServer
+from collector.store import Store, ValidReport
+from ldp_core.metric import MetricSpec
+from tests.support.reports import SPECS, envelope, today
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture()
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    yield redis_server.url
+
+
+@pytest.fixture()
+async def store(redis_url: str) -> AsyncIterator[Store]:
+    s = Store.connect(redis_url, shards=4)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def valid(spec: MetricSpec, epoch: int, payload: object, device: int | None = None,
+          report_id: str | None = None) -> ValidReport:
+    env = envelope(spec.name, spec.version, epoch, payload, device=device,  # type: ignore[arg-type]
+                   report_id=report_id)
+    m = spec.build()
+    return ValidReport(spec, epoch, env.report_id, env.token, m.counters(m.decode(env.payload)))
+
+
+async def test_versions_are_assigned_and_identical_specs_are_not_duplicated(store: Store) -> None:
+    first, created = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    assert (first.version, created) == (1, True)
+    again, created = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    assert (again.version, created) == (1, False)
+    changed = {**SPECS["browser"], "epsilon": 2.0}
+    second, created = await store.create_metric(MetricSpec.from_json(changed))
+    assert (second.version, created) == (2, True)
+    assert second.epsilon == 2.0
+    # An older spec posted again is a new version: versions only go up.
+    third, created = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    assert (third.version, created) == (3, True)
+    latest = await store.get_metric("browser")
+    assert latest is not None and latest.version == 3
+    v1 = await store.get_metric("browser", 1)
+    assert v1 is not None and v1.epsilon == 1.0
+    assert await store.get_metric("browser", 9) is None
+    assert await store.get_metric("nothing") is None
+
+
+async def test_list_metrics_gives_latest_versions_and_specs_round_trip(store: Store) -> None:
+    for body in SPECS.values():
+        await store.create_metric(MetricSpec.from_json(body))
+    await store.create_metric(MetricSpec.from_json({**SPECS["page"], "min_reports": 5}))
+    listed = {s.name: s for s in await store.list_metrics()}
+    assert sorted(listed) == sorted(SPECS)
+    assert listed["page"].version == 2 and listed["page"].min_reports == 5
+    # A fresh Store (no cache) rebuilds the same spec from Redis.
+    other = Store(store.client)
+    rebuilt = await other.get_metric("country", 1)
+    assert rebuilt is not None
+    assert rebuilt.to_json() == listed["country"].to_json()
+    assert rebuilt.build().num_counters == listed["country"].build().num_counters
+
+
+async def test_tallies_are_exact_sums_over_shards(store: Store) -> None:
+    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["page"]))
+    m = spec.build()
+    rng = random.Random(4)
+    epoch = today()
+    reports = [valid(spec, epoch, m.encode(m.randomize(rng.randrange(20), rng=rng)))
+               for _ in range(400)]
+    outcomes = await store.ingest(reports)
+    assert outcomes == ["accepted"] * 400
+    expected = [0] * m.num_counters
+    for r in reports:
+        for c in r.counters:
+            expected[c] += 1
+    tallies = await store.read_tallies(spec, [epoch, epoch + 1])
+    assert tallies == {epoch: (expected, 400)}
+    assert await store.epochs_with_data(spec) == [epoch]
+    # The reports spread over all 4 shards (P[a shard empty] <= 4 * (3/4)^400 < 1e-49).
+    with _sync(store) as client:
+        keys = sorted(k.decode() for k in client.scan_iter(match="ldp:{m:page:1:*}:t"))
+    assert keys == [f"ldp:{{m:page:1:{epoch}:{s}}}:t" for s in range(4)]
+
+
+def _sync(store: Store) -> redis.Redis:
+    kwargs = store.client.connection_pool.connection_kwargs  # type: ignore[union-attr]
+    return redis.Redis(host=kwargs["host"], port=kwargs["port"])
+
+
+async def test_retries_count_once_and_a_token_counts_once_per_epoch(store: Store) -> None:
+    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    epoch = today()
+    a = valid(spec, epoch, 1, device=1)
+    b = valid(spec, epoch, 2, device=2)
+    assert await store.ingest([a, b]) == ["accepted", "accepted"]
+    # The same reports again (a retry), and inside one batch twice.
+    assert await store.ingest([a, b, a]) == ["duplicate", "duplicate", "duplicate"]
+    # Device 1 sends a second, different report in the same epoch: token reused.
+    a2 = valid(spec, epoch, 3, device=1)
+    assert a2.token == a.token and a2.report_id != a.report_id
+    assert await store.ingest([a2]) == ["token_reused"]
+    # ...but in the next epoch its token differs and it counts.
+    assert await store.ingest([valid(spec, epoch - 1, 3, device=1)]) == ["accepted"]
+    # Within one batch: first wins, the second is refused, counters move once.
+    c1 = valid(spec, epoch, 0, device=3)
+    c2 = valid(spec, epoch, 0, device=3)
+    assert await store.ingest([c1, c2, c1]) == ["accepted", "token_reused", "duplicate"]
+    tallies = await store.read_tallies(spec, [epoch, epoch - 1])
+    assert tallies[epoch] == ([1, 1, 1, 0], 3)
+    assert tallies[epoch - 1] == ([0, 0, 0, 1], 1)
+    assert await store.epochs_with_data(spec) == [epoch - 1, epoch]
+
+
+async def test_versions_and_epochs_do_not_mix(store: Store) -> None:
+    v1, _ = await store.create_metric(MetricSpec.from_json(SPECS["dark_mode"]))
+    v2, _ = await store.create_metric(MetricSpec.from_json({**SPECS["dark_mode"], "epsilon": 2}))
+    epoch = today()
+    await store.ingest([valid(v1, epoch, 1), valid(v1, epoch, 1), valid(v2, epoch, 0)])
+    assert await store.read_tallies(v1, [epoch]) == {epoch: ([0, 2], 2)}
+    assert await store.read_tallies(v2, [epoch]) == {epoch: ([1, 0], 1)}
+    assert await store.read_tallies(v2, [epoch - 3]) == {}
+
+
+async def test_dedupe_state_expires_after_the_retention(store: Store) -> None:
+    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    epoch = today()
+    await store.ingest([valid(spec, epoch, 1)])
+    with _sync(store) as client:
+        dedupe = [k for k in client.scan_iter(match="ldp:{m:browser:1:*}:d")]
+        assert len(dedupe) == 1
+        expire_at = client.expiretime(dedupe[0])
+        tallies = [k for k in client.scan_iter(match="ldp:{m:browser:1:*}:t")]
+        assert client.ttl(tallies[0]) == -1  # tallies are kept
+    assert expire_at == (epoch + 1) * 86400 + store.retention_seconds
