@@ -43,13 +43,20 @@ _QUERY = re.compile(r"\?[^ \"]*")
 
 
 class _RedactQuery(logging.Filter):
-    """Drop query strings from uvicorn's access log (``?key=`` must never be logged)."""
+    """Keep keys and addresses out of uvicorn's access log.
+
+    Query strings (``?key=``) are redacted and the client address is dropped;
+    ``ldp up`` runs uvicorn with ``--no-access-log`` anyway.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
-            record.args = tuple(
+            args = [
                 _QUERY.sub("?<redacted>", a) if isinstance(a, str) else a for a in record.args
-            )
+            ]
+            if len(args) == 5:  # client_addr, method, path, http version, status
+                args[0] = "-"
+            record.args = tuple(args)
         return True
 
 

@@ -49,4 +49,4 @@ def simplex_projection(
     ranks = np.arange(1, len(x) + 1)
     rho = np.flatnonzero(ordered - cumulative / ranks > 0)[-1]
     theta = cumulative[rho] / (rho + 1)
-    return np.maximum(x - theta, 0.0)
+    return np.asarray(np.maximum(x - theta, 0.0), dtype=np.float64)

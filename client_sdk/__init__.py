@@ -1,0 +1,65 @@
+"""client_sdk: the device side of ldp-telemetry (standard library + ldp_core only).
+
+Every value is randomised on the device by its metric's epsilon-LDP mechanism
+before anything is queued; only the randomised report is spooled and sent.
+
+>>> from client_sdk import Client
+>>> with Client("https://collector.example", api_key="...",
+...             state_dir="/var/lib/myapp/ldp") as ldp:        # doctest: +SKIP
+...     ldp.record("browser", "firefox")       # randomised now, queued, returns at once
+...     ldp.record("session_minutes", 12.5)
+>>> print(ldp.privacy_report())                               # doctest: +SKIP
+
+Public API
+----------
+``Client``          one device: secret, ledger, spool, sender thread
+``Fleet``/``Device`` many logical devices sharing one queue and sender (demos)
+``DeliveryConfig``  batching, retries, quotas, durability
+``Transport``, ``Response``, ``UrllibTransport``  the HTTP seam
+``RecordResult``/``RecordStatus``, ``Counters``, ``PrivacyReport``,
+``UnitSpend``, ``LifetimeSpend``  what the SDK returns
+
+Exceptions (see ``client_sdk._errors``)::
+
+    SdkError
+    ├── ConfigError (ValueError)   a bad argument
+    └── StateError  (OSError)      state_dir unusable
+    ValueError                     record(): value outside the metric's domain
+
+State directory layout: ``device_secret`` (0600), ``metrics.json`` (spec
+cache), ``spool.sqlite3`` (+ WAL; spool, epsilon ledger, memo ledger keyed by
+HMAC), ``opted_out`` (marker).
+"""
+
+from client_sdk._client import Client
+from client_sdk._config import DeliveryConfig
+from client_sdk._errors import ConfigError, SdkError, StateError
+from client_sdk._fleet import Device, Fleet
+from client_sdk._results import (
+    Counters,
+    LifetimeSpend,
+    PrivacyReport,
+    RecordResult,
+    RecordStatus,
+    UnitSpend,
+)
+from client_sdk._transport import Response, Transport, UrllibTransport
+
+__all__ = [
+    "Client",
+    "ConfigError",
+    "Counters",
+    "DeliveryConfig",
+    "Device",
+    "Fleet",
+    "LifetimeSpend",
+    "PrivacyReport",
+    "RecordResult",
+    "RecordStatus",
+    "Response",
+    "SdkError",
+    "StateError",
+    "Transport",
+    "UnitSpend",
+    "UrllibTransport",
+]

@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ldp_core.wire import MAX_BATCH
-
 from client_sdk._errors import ConfigError
+from ldp_core.wire import MAX_BATCH
 
 __all__ = ["DeliveryConfig"]
 

@@ -27,12 +27,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from client_sdk._errors import StateError
+from client_sdk._store import Row
 from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import device_token
-
-from client_sdk._errors import StateError
-from client_sdk._store import Row
 
 __all__ = ["SECRET_BYTES", "DeviceState", "Prepared", "delete_secret", "load_or_create_secret"]
 

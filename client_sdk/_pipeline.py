@@ -37,13 +37,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ldp_core.wire import MAX_BATCH
-
 from client_sdk._catalog import Catalog
 from client_sdk._config import DeliveryConfig
 from client_sdk._results import Counters
 from client_sdk._store import Claimed, Row, Store
 from client_sdk._transport import Response, Transport
+from ldp_core.wire import MAX_BATCH
 
 __all__ = ["Pipeline"]
 
@@ -133,6 +132,13 @@ class Pipeline:
                         self._buffer_since is not None and len(self._buffer) == 1):
                     self._cond.notify_all()
         return True
+
+    def kick(self) -> None:
+        """Start the sender now (it fetches the metric specs first if it has none)."""
+        with self._cond:
+            if self.background:
+                self._ensure_thread()
+                self._cond.notify_all()
 
     def refused(self, status: str) -> None:
         with self._cond:
@@ -308,9 +314,8 @@ class Pipeline:
                 continue
             if self._fetch_metrics and now >= self._metrics_due:
                 self.refresh_metrics(min(self.config.request_timeout, deadline - now))
-            if self._send_batch(deadline) == "empty":
-                if not self.store.unleased():
-                    break
+            if self._send_batch(deadline) == "empty" and not self.store.unleased():
+                break
         return not self.counters().pending
 
     def _send_until_empty(self, deadline: float) -> None:

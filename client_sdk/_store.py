@@ -255,9 +255,10 @@ class Store:
 
     def lifetime(self) -> list[tuple[str, int, str, float]]:
         with self._lock:
-            return [tuple(r) for r in self._conn.execute(  # type: ignore[misc]
+            rows = self._conn.execute(
                 "SELECT metric, version, value_key, epsilon_inf FROM lifetime"
-            )]
+            ).fetchall()
+        return [(str(m), int(v), str(k), float(e)) for m, v, k, e in rows]
 
     # -- purging ---------------------------------------------------------------------
 
@@ -275,9 +276,8 @@ class Store:
             return dropped
 
     def close(self) -> None:
-        with self._lock:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.close()
 
     # -- internals -------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ on NOSCRIPT).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -398,6 +399,14 @@ class Store:
     async def _run_ingest(
         self, index: dict[MetricSpec, set[str]], calls: list[list[Any]]
     ) -> list[list[int]]:
+        if self.is_cluster:
+            # redis-py refuses EVALSHA inside a cluster pipeline: the slots' calls go
+            # out concurrently instead, each to the master of its slot.
+            await asyncio.gather(
+                *(self.client.sadd(_index_key(spec), *sorted(m)) for spec, m in index.items())
+            )
+            replies = await asyncio.gather(*(self._evalsha(args) for args in calls))
+            return [list(r) for r in replies]
         for attempt in (0, 1):
             pipe = self.client.pipeline(transaction=False)
             for spec, members in index.items():
@@ -413,6 +422,13 @@ class Store:
                 continue
             return [list(r) for r in replies[len(index):]]
         raise AssertionError("unreachable")
+
+    async def _evalsha(self, args: list[Any]) -> Any:
+        try:
+            return await self.client.evalsha(_INGEST_SHA, 2, *args)
+        except redis.exceptions.NoScriptError:
+            await self.client.script_load(_INGEST_LUA)
+            return await self.client.evalsha(_INGEST_SHA, 2, *args)
 
     # -- read side (the aggregator) ------------------------------------------------------
 

@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import os
 import secrets
 from array import array
 from typing import Protocol
@@ -53,7 +54,10 @@ def uniform_words(count: int, rng: Rng) -> array[int]:
     """``count`` independent uniform integers in [0, 2**32), drawn in one call."""
     if count == 0:
         return array("I")
-    raw = rng.getrandbits(WORD_BITS * count).to_bytes(4 * count, "little")
+    if rng is SYSTEM_RNG:
+        raw = os.urandom(4 * count)  # what SystemRandom.getrandbits reads, minus an int round trip
+    else:
+        raw = rng.getrandbits(WORD_BITS * count).to_bytes(4 * count, "little")
     words = array("I")
     words.frombytes(raw)
     return words

@@ -179,7 +179,9 @@ def int_payload(payload: object, upper: int, code: str) -> int:
     from ldp_core.errors import ReportError
 
     if isinstance(payload, bool) or not isinstance(payload, int):
-        raise ReportError("payload_type", f"payload must be an integer, got {type(payload).__name__}")
+        raise ReportError(
+            "payload_type", f"payload must be an integer, got {type(payload).__name__}"
+        )
     if not 0 <= payload < upper:
         raise ReportError(code, f"payload {payload} not in [0, {upper})")
     return payload

@@ -19,7 +19,15 @@ from fractions import Fraction
 from typing import ClassVar
 
 from ldp_core._rng import WORD, Rng
-from ldp_core.base import Family, Kind, Mechanism, Report, check_domain_size, check_index, int_payload
+from ldp_core.base import (
+    Family,
+    Kind,
+    Mechanism,
+    Report,
+    check_domain_size,
+    check_index,
+    int_payload,
+)
 from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
 
 __all__ = ["GRR", "grr_keep_threshold"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any, Literal
 
 from ldp_core.base import Mechanism
@@ -73,8 +72,19 @@ class MetricSpec:
         """Validate a JSON spec; ``SpecError`` names every bad field at once."""
         errors: dict[str, str] = {}
         known = {
-            "name", "kind", "domain", "lo", "hi", "epsilon", "mechanism", "epoch", "unit",
-            "longitudinal", "min_reports", "version", "params",
+            "name",
+            "kind",
+            "domain",
+            "lo",
+            "hi",
+            "epsilon",
+            "mechanism",
+            "epoch",
+            "unit",
+            "longitudinal",
+            "min_reports",
+            "version",
+            "params",
         }
         for key in data:
             if key not in known:
@@ -130,7 +140,8 @@ class MetricSpec:
                     epsilon_inf = check_epsilon(longitudinal["epsilon_inf"], "epsilon_inf")
                     if epsilon_inf <= epsilon:
                         errors["longitudinal"] = (
-                            f"epsilon_inf {epsilon_inf} must exceed the per-report epsilon {epsilon}"
+                            f"epsilon_inf {epsilon_inf} must exceed the per-report "
+                            f"epsilon {epsilon}"
                         )
                 except ValueError as exc:
                     errors["longitudinal"] = str(exc)
@@ -150,11 +161,11 @@ class MetricSpec:
             domain=domain,
             lo=lo,
             hi=hi,
-            epoch=epoch,  # type: ignore[arg-type]
-            unit=unit,  # type: ignore[arg-type]
+            epoch=epoch,
+            unit=unit,
             epsilon_inf=epsilon_inf,
-            min_reports=min_reports,  # type: ignore[arg-type]
-            version=version,  # type: ignore[arg-type]
+            min_reports=min_reports,
+            version=version,
         )
         try:
             built = spec.build()
@@ -200,8 +211,12 @@ class MetricSpec:
             from ldp_core.longitudinal import longitudinal
 
             return longitudinal(
-                self.mechanism, epsilon=self.epsilon, epsilon_inf=self.epsilon_inf,
-                domain_size=self.domain_size, lo=self.lo, hi=self.hi,
+                self.mechanism,
+                epsilon=self.epsilon,
+                epsilon_inf=self.epsilon_inf,
+                domain_size=self.domain_size,
+                lo=self.lo,
+                hi=self.hi,
             )
         if self.kind == "numeric":
             return mechanism("one_bit_mean", epsilon=self.epsilon, lo=self.lo, hi=self.hi)
@@ -217,17 +232,19 @@ class MetricSpec:
         """
         if self.kind == "categorical":
             try:
-                return self.domain.index(value)  # type: ignore[arg-type]
+                return self.domain.index(value)
             except ValueError:
                 raise ValueError(
                     f"value {value!r} is not a category of metric {self.name!r}"
                 ) from None
         if self.kind == "boolean":
             if value in (True, False, 0, 1) and not isinstance(value, float):
-                return int(value)  # type: ignore[call-overload, no-any-return]
+                return int(value)
             raise ValueError(f"value {value!r} is not a boolean for metric {self.name!r}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
-            value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
         ):
             raise ValueError(f"value {value!r} is not a number for metric {self.name!r}")
         assert self.lo is not None and self.hi is not None

@@ -100,9 +100,7 @@ def choose_g(epsilon: float, domain_size: int) -> int:
         if best is None or score < best[0]:
             best = (score, g)
     if best is None:
-        raise ValueError(
-            f"domain_size {domain_size} needs more than {MAX_COUNTERS} OLH counters"
-        )
+        raise ValueError(f"domain_size {domain_size} needs more than {MAX_COUNTERS} OLH counters")
     return best[1]
 
 
@@ -254,9 +252,7 @@ class OLH(Mechanism):
         for start in range(0, self.size, chunk):
             values = np.arange(start, min(start + chunk, self.size), dtype=np.int64)
             hashes = (seeds @ self.digit_matrix(values).T) % self.g
-            out[start : start + len(values)] = np.take_along_axis(table, hashes, axis=1).sum(
-                axis=0
-            )
+            out[start : start + len(values)] = np.take_along_axis(table, hashes, axis=1).sum(axis=0)
         return [int(x) for x in out]
 
 

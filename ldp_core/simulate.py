@@ -75,7 +75,9 @@ def tallies_many(
         # One bit per report: counter 1 counts the 1s, counter 0 the rest.
         p, q = (float(x) for x in m.channel)
         out = np.empty((trials, 2), dtype=np.int64)
-        out[:, 1] = rng.binomial(counts[1], p, size=trials) + rng.binomial(counts[0], q, size=trials)
+        out[:, 1] = rng.binomial(counts[1], p, size=trials) + rng.binomial(
+            counts[0], q, size=trials
+        )
         out[:, 0] = n - out[:, 1]
         return out, n
     distinct = np.flatnonzero(counts)
@@ -97,7 +99,7 @@ def output_distribution(m: Mechanism, value: int) -> npt.NDArray[np.float64]:
         p, q = (float(x) for x in m.channel)
         dist = np.full(m.domain_size, q)
         dist[value] = p
-        return dist / dist.sum()
+        return np.asarray(dist / dist.sum(), dtype=np.float64)
     if m.family == "hashed":
         olh = m.hashing  # type: ignore[attr-defined]
         keep = float(m.bucket_keep)  # type: ignore[attr-defined]
@@ -134,9 +136,7 @@ def _per_report(m: Mechanism, index: npt.NDArray[np.int64], rng: Any) -> npt.NDA
     return out
 
 
-def _mean(
-    m: Mechanism, values: npt.NDArray[Any], trials: int, rng: Any
-) -> npt.NDArray[np.int64]:
+def _mean(m: Mechanism, values: npt.NDArray[Any], trials: int, rng: Any) -> npt.NDArray[np.int64]:
     import numpy as np
 
     lo, hi = m.lo, m.hi  # type: ignore[attr-defined]

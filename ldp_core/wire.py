@@ -87,8 +87,8 @@ def decode_batch(body: object) -> list[Envelope]:
     extra = [c for c in body if c not in COLUMNS]
     if missing or extra:
         raise ReportError(
-            "batch_shape", f"batch columns must be {', '.join(COLUMNS)}; "
-            f"missing {missing}, unknown {extra}"
+            "batch_shape",
+            f"batch columns must be {', '.join(COLUMNS)}; missing {missing}, unknown {extra}",
         )
     columns = [body[c] for c in COLUMNS]
     if not all(isinstance(col, list) for col in columns):

@@ -196,7 +196,7 @@ def test_scalar_estimates_carry_their_guarantee() -> None:
     assert e.ci_low < e.value < e.ci_high
     with pytest.raises(ValueError, match="0"):
         estimate(m, t, 0)
-    with pytest.raises(ValueError, match="1.5"):
+    with pytest.raises(ValueError, match=r"1\.5"):
         estimate(m, t, n, confidence=1.5)
 
 

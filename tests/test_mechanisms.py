@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 from fractions import Fraction
 
@@ -121,6 +122,7 @@ def test_default_randomness_is_the_os_csprng(name: str, monkeypatch: pytest.Monk
         return real(k)
 
     monkeypatch.setattr(random, "_urandom", counting)
+    monkeypatch.setattr(os, "urandom", counting)
     random.seed(1234)
     state = random.getstate()
     m = build(name, 1.0)

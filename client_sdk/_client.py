@@ -1,0 +1,332 @@
+"""``Client``: one device's SDK object.
+
+>>> with Client("http://127.0.0.1:8000", api_key="ingest-key",
+...             state_dir="/tmp/ldp-state") as ldp:          # doctest: +SKIP
+...     ldp.record("browser", "firefox")        # randomised now, queued, returns at once
+...     ldp.record("session_minutes", 12.5)
+>>> print(ldp.privacy_report())                               # doctest: +SKIP
+
+What ``record`` does, in order (none of it touches the network):
+
+1. ``enabled=False``, after ``opt_out()`` or ``close()``: returns at once, collects nothing.
+2. Looks the metric up in the spec catalog (fetched from the collector in the
+   background and cached in ``state_dir``).  Unknown: returns
+   ``RecordResult("unknown_metric")`` and asks the sender to refresh the specs;
+   call ``refresh_metrics(timeout)`` first if the first record must count.
+3. ``spec.index_of(value)``: a value outside the domain raises ``ValueError``
+   (the message names it) -- a programming error, not a runtime condition.
+4. ``sample_rate``: with probability 1 - rate, returns ``sampled_out`` (no epsilon).
+5. The budget ledger: one unit is (this device, metric, epoch); the default
+   budget per unit is the metric's epsilon, i.e. one report per epoch.  Over
+   budget: ``over_budget`` (nothing randomised, nothing sent).
+6. Randomises (memoised for longitudinal metrics), builds the envelope with the
+   per-epoch token, queues it; the value goes out of scope when ``record`` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from client_sdk._catalog import Catalog
+from client_sdk._config import DeliveryConfig
+from client_sdk._device import DeviceState, delete_secret, load_or_create_secret
+from client_sdk._errors import ConfigError, StateError
+from client_sdk._pipeline import Pipeline
+from client_sdk._results import (
+    Counters,
+    LifetimeSpend,
+    PrivacyReport,
+    RecordResult,
+    UnitSpend,
+)
+from client_sdk._store import Store
+from client_sdk._transport import Transport, UrllibTransport
+from ldp_core._rng import SYSTEM_RNG, Rng
+from ldp_core.epsilon import adversary_accuracy
+from ldp_core.metric import MetricSpec
+
+__all__ = ["Client"]
+
+SECRET_FILE = "device_secret"  # noqa: S105 (a file name)
+SPOOL_FILE = "spool.sqlite3"
+METRICS_FILE = "metrics.json"
+OPT_OUT_FILE = "opted_out"
+
+
+class Client:
+    """The SDK for one device.  Thread-safe and fork-safe; see the module docstring.
+
+    url, api_key      the collector and an ingest key
+    state_dir         where the secret (0600), spec cache and spool live
+    transport         a ``Transport`` (default: ``UrllibTransport``)
+    enabled           False: collect nothing, touch no file, start no thread
+    background        False: no sender thread; call ``flush(timeout)`` to send
+    delivery          a ``DeliveryConfig`` (batching, retries, quotas, durability)
+    sample_rate       probability of keeping a record (one float, or per metric)
+    budgets           epsilon per unit for chosen metrics (default: the metric's epsilon)
+    lifetime_budgets  cap on the lifetime epsilon of memoised metrics (default: none)
+    metrics           spec JSON objects to seed the catalog with (tests, offline apps)
+    clock, rng        for tests only (the device path uses time.time and the OS CSPRNG)
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str,
+        state_dir: str | os.PathLike[str],
+        transport: Transport | None = None,
+        enabled: bool = True,
+        background: bool = True,
+        delivery: DeliveryConfig | None = None,
+        sample_rate: float | Mapping[str, float] = 1.0,
+        budgets: Mapping[str, float] | None = None,
+        lifetime_budgets: Mapping[str, float] | None = None,
+        metrics: Iterable[dict[str, Any]] | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: Rng | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
+        if not api_key:
+            raise ConfigError("api_key is required")
+        self._enabled = enabled
+        self._sampler = Sampler(sample_rate)
+        self._budgets = dict(budgets or {})
+        self._lifetime_budgets = dict(lifetime_budgets or {})
+        self._clock = clock
+        self._rng = rng
+        self._closed = False
+        self._state_dir = Path(state_dir)
+        self._device: DeviceState | None = None
+        self._pipeline: Pipeline | None = None
+        self.config = delivery or DeliveryConfig()
+        if not enabled:
+            return
+        _make_private_dir(self._state_dir)
+        self._opted_out = (self._state_dir / OPT_OUT_FILE).exists()
+        catalog = Catalog(self._state_dir / METRICS_FILE)
+        if metrics is not None:
+            catalog.update(metrics)
+        store = Store(self._state_dir / SPOOL_FILE, max_reports=self.config.max_reports,
+                      max_bytes=self.config.max_bytes)
+        self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
+                                  self.config, background=background)
+        if not self._opted_out:
+            self._start_device()
+            if background:
+                self._pipeline.kick()
+
+    def _start_device(self) -> None:
+        assert self._pipeline is not None
+        device = DeviceState(load_or_create_secret(self._state_dir / SECRET_FILE))
+        store = self._pipeline.store
+        device.load([(r.metric, r.version, r.epoch, r.spent, r.reports) for r in store.ledger()],
+                    store.lifetime())
+        self._device = device
+        self._pipeline.fork_callbacks.append(device.after_fork)
+
+    # -- recording ---------------------------------------------------------------------
+
+    def record(self, metric: str, value: object) -> RecordResult:
+        """Randomise ``value`` for ``metric`` and queue only the report.  Never blocks
+        on the network, never raises for a network problem; ValueError for a value
+        outside the metric's domain."""
+        pipeline, device = self._pipeline, self._device
+        if pipeline is None:
+            return RecordResult("disabled", metric)
+        if self._closed:
+            return RecordResult("closed", metric)
+        if device is None:
+            pipeline.refused("opted_out")
+            return RecordResult("opted_out", metric)
+        return record_into(
+            pipeline, device, metric, value, sampler=self._sampler, budgets=self._budgets,
+            lifetime_budgets=self._lifetime_budgets, now=self._clock(), rng=self._rng,
+            persist_charge=True,
+        )
+
+    # -- delivery ----------------------------------------------------------------------
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Send what is queued; True if nothing is pending when it returns."""
+        if self._pipeline is None:
+            return True
+        return self._pipeline.flush(timeout)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Flush within ``timeout``, then stop; unsent reports stay in the spool."""
+        if self._pipeline is None or self._closed:
+            return True
+        self._closed = True
+        return self._pipeline.close(timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(self.config.atexit_timeout)
+
+    def refresh_metrics(self, timeout: float = 2.0) -> bool:
+        """Fetch the metric specs now (bounded); True on success."""
+        return self._pipeline is not None and self._pipeline.refresh_metrics(timeout)
+
+    def metrics(self) -> list[MetricSpec]:
+        """The specs this device knows."""
+        if self._pipeline is None:
+            return []
+        cat = self._pipeline.catalog
+        return [spec for name in cat.names() if (spec := cat.get(name)) is not None]
+
+    def counters(self) -> Counters:
+        return Counters() if self._pipeline is None else self._pipeline.counters()
+
+    # -- privacy -----------------------------------------------------------------------
+
+    @property
+    def opted_out(self) -> bool:
+        return self._pipeline is not None and self._device is None
+
+    def opt_out(self) -> None:
+        """Stop collecting; purge the queue, the spool and the memo state, for good.
+
+        Persisted: a later Client on the same state_dir stays opted out until
+        ``opt_in()``.  The epsilon ledger (no values in it) is kept so that
+        ``privacy_report()`` still tells what was spent.
+        """
+        if self._pipeline is None:
+            return
+        marker = self._state_dir / OPT_OUT_FILE
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+        self._device = None
+        self._pipeline.stop()
+        self._pipeline.purge("opt_out")
+        delete_secret(self._state_dir / SECRET_FILE)
+
+    def opt_in(self) -> None:
+        """Collect again, with a new device secret (new tokens, new memoisation)."""
+        if self._pipeline is None or self._device is not None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._state_dir / OPT_OUT_FILE)
+        self._start_device()
+
+    def privacy_report(self) -> PrivacyReport:
+        """Epsilon spent per unit (device, metric, epoch) and per memoised lifetime."""
+        if self._pipeline is None:
+            return PrivacyReport((), ())
+        device = self._device
+        if device is None:  # opted out: what was spent is still on record
+            device = DeviceState(b"")
+            store = self._pipeline.store
+            device.load([(r.metric, r.version, r.epoch, r.spent, r.reports)
+                         for r in store.ledger()], [])
+        return build_report(device, self._pipeline.catalog, self._budgets, self._lifetime_budgets)
+
+
+class Sampler:
+    """``sample_rate`` as exact integer thresholds over 2**32, drawn from the CSPRNG."""
+
+    __slots__ = ("_default", "_per_metric")
+
+    def __init__(self, rate: float | Mapping[str, float]) -> None:
+        rates = {} if not isinstance(rate, Mapping) else dict(rate)
+        default = 1.0 if isinstance(rate, Mapping) else rate
+        for name, r in [("sample_rate", default), *rates.items()]:
+            if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r <= 1:
+                raise ConfigError(f"sample rate for {name!r} must be in [0, 1], got {r!r}")
+        self._default = _threshold(default)
+        self._per_metric = {k: _threshold(v) for k, v in rates.items()}
+
+    def keep(self, metric: str, rng: Rng | None) -> bool:
+        threshold = self._per_metric.get(metric, self._default)
+        if threshold is None:
+            return True
+        return (rng or SYSTEM_RNG).getrandbits(32) < threshold
+
+
+def _threshold(rate: float) -> int | None:
+    return None if rate >= 1 else math.floor(rate * (1 << 32))
+
+
+def record_into(
+    pipeline: Pipeline,
+    device: DeviceState,
+    metric: str,
+    value: object,
+    *,
+    sampler: Sampler,
+    budgets: Mapping[str, float],
+    lifetime_budgets: Mapping[str, float],
+    now: float,
+    rng: Rng | None,
+    persist_charge: bool,
+) -> RecordResult:
+    """The record path shared by ``Client`` and ``Fleet`` devices."""
+    spec = pipeline.catalog.get(metric)
+    if spec is None:
+        pipeline.refused("unknown_metric")
+        return RecordResult("unknown_metric", metric)
+    index = spec.index_of(value)
+    if not sampler.keep(metric, rng):
+        pipeline.refused("sampled_out")
+        return RecordResult("sampled_out", metric)
+    epoch = spec.epoch_at(now)
+    prepared = device.prepare(
+        spec, index, epoch, budget=budgets.get(metric, spec.epsilon),
+        lifetime_budget=lifetime_budgets.get(metric), persist_charge=persist_charge, rng=rng,
+    )
+    if isinstance(prepared, str):
+        pipeline.refused(prepared)
+        return RecordResult(prepared, metric, epoch)  # type: ignore[arg-type]
+    if not pipeline.enqueue(prepared.row, prepared.lifetime):
+        device.refund(prepared.unit, prepared.charge, prepared.lifetime)
+        return RecordResult("storage_error", metric, epoch)
+    return RecordResult("queued", metric, epoch)
+
+
+_GENERIC_UNIT = "per device, per metric, per epoch"
+
+
+def build_report(device: DeviceState, catalog: Catalog, budgets: Mapping[str, float],
+                 lifetime_budgets: Mapping[str, float]) -> PrivacyReport:
+    units = []
+    for (metric, version, epoch), spent in sorted(device.spent.items()):
+        spec = catalog.get(metric)
+        same = spec is not None and spec.version == version
+        unit = spec.unit_text() if spec is not None and same else _GENERIC_UNIT
+        budget = budgets.get(metric, spec.epsilon if spec is not None and same else None)
+        units.append(UnitSpend(
+            metric=metric, version=version, epoch=epoch,
+            epoch_start=float(epoch * spec.epoch_seconds) if spec is not None and same else None,
+            unit=unit, reports=device.reports.get((metric, version, epoch), 0), spent=spent,
+            budget=budget, adversary_accuracy=adversary_accuracy(spent) if spent > 0 else 0.5,
+        ))
+    lifetime = []
+    counts: dict[tuple[str, int], int] = {}
+    for metric, version, _key in device.memo_keys:
+        counts[(metric, version)] = counts.get((metric, version), 0) + 1
+    for (metric, version), n in sorted(counts.items()):
+        spent = device.lifetime_spent.get((metric, version), 0.0)
+        lifetime.append(LifetimeSpend(
+            metric=metric, version=version, memoised_values=n, epsilon_inf=spent / n,
+            spent=spent, budget=lifetime_budgets.get(metric),
+            adversary_accuracy=adversary_accuracy(spent) if spent > 0 else 0.5,
+        ))
+    return PrivacyReport(tuple(units), tuple(lifetime))
+
+
+def _make_private_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(f"cannot create state_dir {path}: {exc}") from None
+    if not path.is_dir():
+        raise StateError(f"state_dir {path} is not a directory")

@@ -1,0 +1,145 @@
+"""``Fleet``: many logical devices in one process, for simulations and demos.
+
+A ``Client`` is one device with its own files and thread.  A fleet shares one
+spec catalog, one queue and one sender among any number of ``Device`` objects;
+a device holds only its secret (32 CSPRNG bytes) and its in-memory ledger, so
+20,000 of them cost a few MB and record as fast as a Client.
+
+>>> fleet = Fleet("http://127.0.0.1:8000", api_key="k", metrics=[{"name": "browser",
+...     "kind": "categorical", "domain": ["a", "b", "c"], "epsilon": 1.0,
+...     "mechanism": "grr"}], background=False)
+>>> phones = [fleet.device() for _ in range(3)]
+>>> [p.record("browser", "b").status for p in phones]
+['queued', 'queued', 'queued']
+>>> phones[0].record("browser", "c").status          # same epoch: over budget
+'over_budget'
+>>> fleet.counters().pending
+3
+>>> fleet.close(0)                                    # nothing listens: stays pending
+False
+
+Each device is a different device to the collector: its own tokens and its
+own memoisation.  The fleet spool is in memory unless ``state_dir`` is given.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from client_sdk._catalog import Catalog
+from client_sdk._client import Sampler, _make_private_dir, build_report, record_into
+from client_sdk._config import DeliveryConfig
+from client_sdk._device import SECRET_BYTES, DeviceState
+from client_sdk._errors import ConfigError
+from client_sdk._pipeline import Pipeline
+from client_sdk._results import Counters, PrivacyReport, RecordResult
+from client_sdk._store import Store
+from client_sdk._transport import Transport, UrllibTransport
+from ldp_core._rng import Rng
+
+__all__ = ["Device", "Fleet"]
+
+
+class Fleet:
+    """Shared catalog, queue and sender for many ``Device`` objects.
+
+    Arguments as for ``Client`` (``background=False`` is typical: record for
+    every device, then ``flush(timeout)``); ``state_dir=None`` keeps the spool
+    in memory.  ``delivery`` defaults to batches of 1000 in "batch" durability.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str,
+        transport: Transport | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        background: bool = True,
+        delivery: DeliveryConfig | None = None,
+        sample_rate: float | Mapping[str, float] = 1.0,
+        budgets: Mapping[str, float] | None = None,
+        lifetime_budgets: Mapping[str, float] | None = None,
+        metrics: Iterable[dict[str, Any]] | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: Rng | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
+        self.config = delivery or DeliveryConfig(batch_size=1000, durability="batch")
+        folder = None if state_dir is None else Path(state_dir)
+        if folder is not None:
+            _make_private_dir(folder)
+        catalog = Catalog(None if folder is None else folder / "metrics.json")
+        if metrics is not None:
+            catalog.update(metrics)
+        store = Store(None if folder is None else folder / "fleet-spool.sqlite3",
+                      max_reports=self.config.max_reports * 100,
+                      max_bytes=self.config.max_bytes * 100)
+        self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
+                                  self.config, background=background)
+        self._sampler = Sampler(sample_rate)
+        self._budgets = dict(budgets or {})
+        self._lifetime_budgets = dict(lifetime_budgets or {})
+        self._clock = clock
+        self._rng = rng
+        if background:
+            self._pipeline.kick()
+
+    def device(self, secret: bytes | None = None) -> Device:
+        """A new logical device (a fresh CSPRNG secret unless one is given)."""
+        if secret is None:
+            secret = secrets.token_bytes(SECRET_BYTES)
+        elif len(secret) != SECRET_BYTES:
+            raise ConfigError(f"a device secret is {SECRET_BYTES} bytes, got {len(secret)}")
+        return Device(self, DeviceState(secret))
+
+    def _record(self, state: DeviceState, metric: str, value: object) -> RecordResult:
+        return record_into(
+            self._pipeline, state, metric, value, sampler=self._sampler, budgets=self._budgets,
+            lifetime_budgets=self._lifetime_budgets, now=self._clock(), rng=self._rng,
+            persist_charge=False,
+        )
+
+    def _report(self, state: DeviceState) -> PrivacyReport:
+        return build_report(state, self._pipeline.catalog, self._budgets, self._lifetime_budgets)
+
+    def refresh_metrics(self, timeout: float = 2.0) -> bool:
+        return self._pipeline.refresh_metrics(timeout)
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        return self._pipeline.flush(timeout)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        return self._pipeline.close(timeout)
+
+    def counters(self) -> Counters:
+        return self._pipeline.counters()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(self.config.atexit_timeout)
+
+
+class Device:
+    """One logical device of a ``Fleet``: a secret and a ledger, nothing else."""
+
+    __slots__ = ("_fleet", "_state")
+
+    def __init__(self, fleet: Fleet, state: DeviceState) -> None:
+        self._fleet = fleet
+        self._state = state
+
+    def record(self, metric: str, value: object) -> RecordResult:
+        """As ``Client.record``, for this device."""
+        return self._fleet._record(self._state, metric, value)
+
+    def privacy_report(self) -> PrivacyReport:
+        return self._fleet._report(self._state)

@@ -1,0 +1,130 @@
+"""The demo's simulated fleet: true values drawn with a seed, reported through the SDK.
+
+Three demo metrics: a boolean (did the app crash today), a categorical with
+20 values on a Zipf(1.1) law (the browser), and a numeric mean (minutes in the
+app, in [0, 120]).  Each logical device is a ``client_sdk.Fleet`` device with
+its own secret and ledger, so it reports each metric once per epoch like a
+real phone; every report goes through the real SDK and the collector's HTTP API.
+The true values stay in this process: they are what the estimates are
+compared with, and they are never sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from client_sdk import Counters, Fleet
+
+__all__ = ["BROWSERS", "FleetRun", "Truth", "demo_specs", "draw_truth", "run_fleet"]
+
+BROWSERS = (
+    "chrome", "safari", "edge", "firefox", "samsung", "opera", "brave", "vivaldi", "yandex",
+    "uc", "duckduckgo", "arc", "whale", "qq", "silk", "kiwi", "tor", "palemoon", "waterfox",
+    "other",
+)
+ZIPF_S = 1.1
+
+
+def demo_specs(min_reports: int) -> list[dict[str, Any]]:
+    """The three demo metric specs (POST /v1/metrics bodies)."""
+    return [
+        {"name": "demo.crashed", "kind": "boolean", "epsilon": 1.0, "mechanism": "auto",
+         "epoch": "day", "unit": "device", "min_reports": min_reports},
+        {"name": "demo.browser", "kind": "categorical", "domain": list(BROWSERS),
+         "epsilon": 2.0, "mechanism": "auto", "epoch": "day", "unit": "device",
+         "min_reports": min_reports},
+        {"name": "demo.session_minutes", "kind": "numeric", "lo": 0.0, "hi": 120.0,
+         "epsilon": 1.0, "mechanism": "auto", "epoch": "day", "unit": "device",
+         "min_reports": min_reports},
+    ]
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Every device's true values, and what the estimates should find."""
+
+    crashed: tuple[int, ...]
+    browser: tuple[str, ...]
+    minutes: tuple[float, ...]
+
+    @property
+    def devices(self) -> int:
+        return len(self.crashed)
+
+    def of(self, metric: str) -> float | dict[str, float]:
+        """The true proportion, shares or mean of a demo metric."""
+        if metric == "demo.crashed":
+            return float(np.mean(self.crashed))
+        if metric == "demo.session_minutes":
+            return float(np.mean(self.minutes))
+        counts = {b: 0 for b in BROWSERS}
+        for b in self.browser:
+            counts[b] += 1
+        return {b: c / self.devices for b, c in counts.items()}
+
+
+def draw_truth(devices: int, seed: int = 2026) -> Truth:
+    """True values of ``devices`` devices (fixed seed)."""
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, len(BROWSERS) + 1, dtype=np.float64)
+    zipf = ranks ** -ZIPF_S
+    browser = rng.choice(len(BROWSERS), size=devices, p=zipf / zipf.sum())
+    minutes = np.clip(rng.gamma(2.0, 9.0, size=devices), 0.0, 120.0).round(1)
+    crashed = (rng.random(devices) < 0.12).astype(int)
+    return Truth(
+        crashed=tuple(int(x) for x in crashed),
+        browser=tuple(BROWSERS[i] for i in browser),
+        minutes=tuple(float(x) for x in minutes),
+    )
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """What the fleet did."""
+
+    devices: int
+    expected: int
+    counters: Counters
+    seconds: float
+    complete: bool
+
+
+def run_fleet(
+    collector_url: str,
+    ingest_key: str,
+    specs: list[dict[str, Any]],
+    truth: Truth,
+    *,
+    progress: Callable[[int, str], None] | None = None,
+    timeout: float = 300.0,
+) -> FleetRun:
+    """Every device records its three values through the SDK, then the fleet flushes."""
+    started = time.monotonic()
+    deadline = started + timeout
+    expected = 3 * truth.devices
+    fleet = Fleet(collector_url, api_key=ingest_key, metrics=specs, background=True)
+    try:
+        for i in range(truth.devices):
+            device = fleet.device()
+            device.record("demo.crashed", truth.crashed[i])
+            device.record("demo.browser", truth.browser[i])
+            device.record("demo.session_minutes", truth.minutes[i])
+            if progress is not None and i % 500 == 0:
+                progress(fleet.counters().delivered, "recording")
+        complete = False
+        while time.monotonic() < deadline:
+            complete = fleet.flush(timeout=0.5)
+            counters = fleet.counters()
+            if progress is not None:
+                progress(counters.delivered, "sending")
+            if complete:
+                break
+        counters = fleet.counters()
+    finally:
+        fleet.close(2.0)
+    return FleetRun(truth.devices, expected, counters, time.monotonic() - started, complete)

@@ -1,0 +1,166 @@
+"""The running system of ``ldp up``: embedded Redis, collector, aggregator.
+
+Each service is its own process (uvicorn ``--factory``, never imported here),
+bound to a loopback port, with access logs off (no IP, no key in logs), and
+stopped by its own pid in reverse order: aggregator, collector, then Redis
+(SIGTERM: Redis flushes its append-only file, so data persists).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collector.redis_server import RedisServer, free_port
+from ldp_cli.keys import Keys
+
+__all__ = ["Service", "Stack", "StackError"]
+
+
+class StackError(RuntimeError):
+    """A service did not start; the message holds the end of its log."""
+
+
+@dataclass
+class Service:
+    """One uvicorn subprocess."""
+
+    name: str
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise StackError(f"{self.name} exited with {self.process.returncode}:\n"
+                                 f"{self.tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1.0) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        raise StackError(f"{self.name} not ready on {self.url} in {timeout:g}s:\n{self.tail()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class Stack:
+    """Redis (embedded unless a URL is given), the collector and the aggregator."""
+
+    data_dir: Path
+    redis_url: str
+    redis: RedisServer | None
+    services: list[Service] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls,
+        data_dir: Path,
+        keys: Keys,
+        *,
+        host: str = "127.0.0.1",
+        collector_port: int = 0,
+        aggregator_port: int = 0,
+        redis_url: str | None = None,
+        cluster_nodes: str | None = None,
+        timeout: float = 60.0,
+    ) -> Stack:
+        """Start everything (ports 0 = a free one); on failure stop what started.
+
+        Without ``redis_url`` or ``cluster_nodes`` a real redis-server is started
+        with append-only persistence in DIR/redis.
+        """
+        redis = None
+        if not redis_url and not cluster_nodes:
+            redis = RedisServer.start(data_dir / "redis")
+            redis_url = redis.url
+        stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
+        try:
+            target = (
+                {"LDP_REDIS_CLUSTER_NODES": cluster_nodes, "LDP_REDIS_URL": ""}
+                if cluster_nodes else {"LDP_REDIS_URL": str(redis_url),
+                                       "LDP_REDIS_CLUSTER_NODES": ""}
+            )
+            env = {
+                **target,
+                "LDP_ADMIN_KEYS": keys.admin,
+                "LDP_INGEST_KEYS": keys.ingest,
+                "LDP_ANALYST_KEYS": keys.analyst,
+                "LDP_DATA_DIR": str(data_dir),
+            }
+            for name, port in (("collector", collector_port), ("aggregator", aggregator_port)):
+                stack.services.append(stack._spawn(name, host, port or free_port(), env))
+            for service in stack.services:
+                service.wait_ready(timeout)
+        except BaseException:
+            stack.stop()
+            raise
+        return stack
+
+    def _spawn(self, name: str, host: str, port: int, env: dict[str, str]) -> Service:
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
+        argv = [
+            sys.executable, "-m", "uvicorn", "--factory", f"{name}.app:create_app",
+            "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning",
+        ]
+        full_env = {**os.environ, **env}
+        full_env.setdefault("LDP_ENV", "dev")
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                argv, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104
+        return Service(name, f"http://{shown}:{port}", process, log_path)
+
+    def url(self, name: str) -> str:
+        return next(s.url for s in self.services if s.name == name)
+
+    @property
+    def collector_url(self) -> str:
+        return self.url("collector")
+
+    @property
+    def aggregator_url(self) -> str:
+        return self.url("aggregator")
+
+    def dead(self) -> list[Service]:
+        """Services that exited on their own."""
+        return [s for s in self.services if not s.alive()]
+
+    def stop(self) -> None:
+        """Aggregator, collector, then Redis; each by its own pid."""
+        for service in reversed(self.services):
+            service.stop()
+        if self.redis is not None:
+            self.redis.stop()

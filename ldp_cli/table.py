@@ -1,0 +1,76 @@
+"""Readable text tables of an estimate response (GET /v1/estimates/{name}).
+
+>>> body = {"metric": "crashed", "version": 1, "kind": "boolean", "mechanism": "binary_rr",
+...     "epsilon": 1.0, "unit": "per device, per metric, per day", "n": 5000,
+...     "window": {"epochs": 1, "first_epoch": 20400, "last_epoch": 20400},
+...     "confidence": 0.95, "suppressed": False, "reason": None, "epoch_length": "day",
+...     "estimate": {"value": 0.31, "stderr": 0.01, "ci_low": 0.29, "ci_high": 0.33}}
+>>> print(format_estimate(body).splitlines()[-1])
+proportion of true          0.3100    0.0100  [  0.2900,   0.3300]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["format_estimate", "header_lines"]
+
+
+def _pct(confidence: float) -> str:
+    return f"{confidence * 100:g}%"
+
+
+def header_lines(body: Mapping[str, Any]) -> list[str]:
+    """Metric, mechanism, epsilon with its unit, window and n."""
+    window = body.get("window") or {}
+    span = ""
+    if window.get("first_epoch") is not None:
+        span = f" (epochs {window['first_epoch']}..{window['last_epoch']})"
+    lifetime = (
+        f"; lifetime eps_inf = {body['epsilon_inf']:g}" if body.get("epsilon_inf") else ""
+    )
+    return [
+        f"{body['metric']} v{body['version']}: {body['kind']}, mechanism {body['mechanism']}, "
+        f"epsilon = {body['epsilon']:g} per report, {body['unit']}{lifetime}",
+        f"window: {window.get('epochs', 0)} {body.get('epoch_length', 'epoch')}(s){span}, "
+        f"n = {body['n']} reports, {_pct(body['confidence'])} intervals",
+    ]
+
+
+def format_estimate(
+    body: Mapping[str, Any],
+    truth: Mapping[str, float] | float | None = None,
+    limit: int | None = None,
+) -> str:
+    """The header, then one row per value (or the scalar), with the truth if known."""
+    lines = header_lines(body)
+    if body["suppressed"]:
+        lines.append(f"SUPPRESSED: {body['reason']}")
+        return "\n".join(lines)
+    conf = _pct(body["confidence"])
+    with_truth = truth is not None
+    head = f"{'value':<24} {'estimate':>9} {'stderr':>9}  {conf + ' interval':<21}"
+    lines.append(head + ("     truth  inside" if with_truth else ""))
+    rows: Sequence[tuple[str, Mapping[str, Any], float | None]]
+    est = body["estimate"]
+    if body["kind"] == "categorical":
+        shares = truth if isinstance(truth, Mapping) else {}
+        rows = [(v["category"], v, shares.get(v["category"])) for v in est["values"]]
+        if limit is not None and len(rows) > limit:
+            rows = sorted(rows, key=lambda r: -float(r[1]["value"] or 0))[:limit]
+    else:
+        label = "mean" if body["kind"] == "numeric" else "proportion of true"
+        rows = [(label, est, truth if isinstance(truth, int | float) else None)]
+    for label, e, true in rows:
+        line = (
+            f"{label[:24]:<24} {e['value']:>9.4f} {e['stderr']:>9.4f}  "
+            f"[{e['ci_low']:>8.4f}, {e['ci_high']:>8.4f}]"
+        )
+        if with_truth and true is not None:
+            inside = "yes" if e["ci_low"] <= true <= e["ci_high"] else "NO"
+            line += f" {true:>9.4f}  {inside}"
+        lines.append(line)
+    if limit is not None and body["kind"] == "categorical" and len(est["values"]) > limit:
+        lines.append(f"... {len(est['values']) - limit} more values (ldp estimate shows all)")
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Specs and helpers shared by the SDK tests (tests/test_sdk_*.py)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BROWSERS", "many_metrics", "spool_rows", "specs"]
+
+#: Distinctive category names: a leak of a true value is a plain substring search.
+BROWSERS = ["zebrafox-7f3a", "quokkachrome-91c2", "narwhalsafari-5be0"]
+
+
+def specs() -> list[dict[str, Any]]:
+    return [
+        {"name": "browser", "kind": "categorical", "domain": BROWSERS, "epsilon": 1.0,
+         "mechanism": "grr"},
+        {"name": "session_minutes", "kind": "numeric", "lo": 0, "hi": 60, "epsilon": 1.0},
+        {"name": "dark_mode", "kind": "boolean", "epsilon": 1.0},
+        {"name": "theme", "kind": "categorical", "domain": BROWSERS, "epsilon": 1.0,
+         "mechanism": "oue", "longitudinal": {"epsilon_inf": 4.0}},
+        {"name": "page", "kind": "categorical", "domain": [f"p{i}" for i in range(64)],
+         "epsilon": 2.0, "mechanism": "olh"},
+    ]
+
+
+def many_metrics(n: int, prefix: str = "m") -> list[dict[str, Any]]:
+    """``n`` small GRR metrics: one device may send one report per metric per epoch."""
+    return [{"name": f"{prefix}{i}", "kind": "categorical", "domain": ["a", "b", "c"],
+             "epsilon": 1.0, "mechanism": "grr"} for i in range(n)]
+
+
+def spool_rows(state_dir: str | os.PathLike[str]) -> list[tuple[Any, ...]]:
+    """Every row of the spool table, read with a connection of the test's own."""
+    conn = sqlite3.connect(Path(state_dir) / "spool.sqlite3")
+    try:
+        return conn.execute("SELECT * FROM spool ORDER BY seq").fetchall()
+    finally:
+        conn.close()
