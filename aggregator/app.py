@@ -51,9 +51,7 @@ class _RedactQuery(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
-            args = [
-                _QUERY.sub("?<redacted>", a) if isinstance(a, str) else a for a in record.args
-            ]
+            args = [_QUERY.sub("?<redacted>", a) if isinstance(a, str) else a for a in record.args]
             if len(args) == 5:  # client_addr, method, path, http version, status
                 args[0] = "-"
             record.args = tuple(args)
@@ -101,12 +99,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def on_redis_error(_: Request, exc: Exception) -> Response:
         log.warning("redis unavailable: %s", type(exc).__name__)
         return problem_response(
-            Problem(503, "store_unavailable", "Redis did not answer; retry later",
-                    headers={"Retry-After": "5"})
+            Problem(
+                503,
+                "store_unavailable",
+                "Redis did not answer; retry later",
+                headers={"Retry-After": "5"},
+            )
         )
 
-    app.add_exception_handler(redis.exceptions.RedisError, on_redis_error)
-    app.add_exception_handler(OSError, on_redis_error)
+    async def on_unexpected(_: Request, exc: Exception) -> Response:
+        log.error("unexpected error: %s", type(exc).__name__)
+        return problem_response(Problem(500, "internal", "an unexpected error occurred"))
+
+    for kind in (redis.exceptions.RedisError, ConnectionError, TimeoutError):
+        app.add_exception_handler(kind, on_redis_error)
+    app.add_exception_handler(Exception, on_unexpected)
 
     @app.middleware("http")
     async def security_headers(

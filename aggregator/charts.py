@@ -21,6 +21,7 @@ __all__ = ["Bar", "Point", "bar_chart", "series_chart"]
 
 WIDTH = 760
 LABEL_W = 170
+NUM_W = 190
 ROW_H = 22
 PAD = 28
 
@@ -48,12 +49,12 @@ class Point:
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.4g}"
+    return f"{x:.3g}"
 
 
-def _extent(lows: Sequence[float], highs: Sequence[float], floor: float, ceil: float) -> tuple[
-    float, float
-]:
+def _extent(
+    lows: Sequence[float], highs: Sequence[float], floor: float, ceil: float
+) -> tuple[float, float]:
     lo = min([floor, *lows])
     hi = max([ceil, *highs])
     if hi - lo < 1e-12:
@@ -61,11 +62,10 @@ def _extent(lows: Sequence[float], highs: Sequence[float], floor: float, ceil: f
     return lo, hi
 
 
-def bar_chart(bars: Sequence[Bar], *, floor: float = 0.0, ceil: float = 0.0,
-              unit: str = "") -> str:
+def bar_chart(bars: Sequence[Bar], *, floor: float = 0.0, ceil: float = 0.0, unit: str = "") -> str:
     """Horizontal bars from 0 (or ``floor``) to each value, with interval whiskers."""
     lo, hi = _extent([b.low for b in bars], [b.high for b in bars], floor, ceil)
-    plot_w = WIDTH - LABEL_W - PAD
+    plot_w = WIDTH - LABEL_W - NUM_W
 
     def x(v: float) -> float:
         return LABEL_W + (v - lo) / (hi - lo) * plot_w
@@ -90,26 +90,37 @@ def bar_chart(bars: Sequence[Bar], *, floor: float = 0.0, ceil: float = 0.0,
             f'<line class="ci" x1="{x(b.low):.1f}" x2="{x(b.high):.1f}" y1="{y + 11}" '
             f'y2="{y + 11}"></line>'
             f'<text class="num" x="{WIDTH - 4}" y="{y + 15}" text-anchor="end">'
-            f"{escape(_fmt(b.value))}</text></g>"
+            f"{escape(_fmt(b.value))}  [{escape(_fmt(b.low))}, {escape(_fmt(b.high))}]"
+            "</text></g>"
         )
     axis_y = PAD + ROW_H * len(bars) + 4
     parts.append(
         f'<line class="axis" x1="{base:.1f}" x2="{base:.1f}" y1="{PAD - 4}" y2="{axis_y}"></line>'
         f'<text class="tick" x="{x(lo):.1f}" y="{axis_y + 14}">{escape(_fmt(lo))}</text>'
-        f'<text class="tick" x="{x(hi):.1f}" y="{axis_y + 14}" text-anchor="end">'
+        + (
+            f'<text class="tick" x="{base:.1f}" y="{axis_y + 14}" text-anchor="middle">0</text>'
+            if lo < 0 < hi and x(0) - x(lo) > 40
+            else ""
+        )
+        + f'<text class="tick" x="{x(hi):.1f}" y="{axis_y + 14}" text-anchor="end">'
         f"{escape(_fmt(hi))}</text></svg>"
     )
     return "".join(parts)
 
 
-def series_chart(points: Sequence[Point], *, title: str, floor: float | None = None,
-                 ceil: float | None = None) -> str:
+def series_chart(
+    points: Sequence[Point], *, title: str, floor: float | None = None, ceil: float | None = None
+) -> str:
     """A line over epochs with its interval band; suppressed epochs greyed out."""
     shown = [p for p in points if p.value is not None]
     lows = [p.low for p in shown if p.low is not None]
     highs = [p.high for p in shown if p.high is not None]
-    lo, hi = _extent(lows, highs, min(lows, default=0.0) if floor is None else floor,
-                     max(highs, default=1.0) if ceil is None else ceil)
+    lo, hi = _extent(
+        lows,
+        highs,
+        min(lows, default=0.0) if floor is None else floor,
+        max(highs, default=1.0) if ceil is None else ceil,
+    )
     height = 220
     left, right, top, bottom = 60.0, WIDTH - 16.0, 20.0, height - 36.0
     count = max(len(points), 1)
@@ -150,8 +161,9 @@ def series_chart(points: Sequence[Point], *, title: str, floor: float | None = N
         runs.append(run)
     for segment in runs:
         upper = [f"{x(i):.1f},{y(p.high if p.high is not None else 0.0):.1f}" for i, p in segment]
-        lower = [f"{x(i):.1f},{y(p.low if p.low is not None else 0.0):.1f}"
-                 for i, p in reversed(segment)]
+        lower = [
+            f"{x(i):.1f},{y(p.low if p.low is not None else 0.0):.1f}" for i, p in reversed(segment)
+        ]
         if len(segment) == 1:
             i, p = segment[0]
             parts.append(

@@ -59,7 +59,9 @@ def require_analyst(request: Request, ring: KeyRingDep) -> None:
     """401 problem+json unless the request carries an analyst key."""
     if not is_analyst(request, ring):
         raise Problem(
-            401, "unauthorized", "send an analyst key as 'Authorization: Bearer <key>'",
+            401,
+            "unauthorized",
+            "send an analyst key as 'Authorization: Bearer <key>'",
             headers={"WWW-Authenticate": 'Bearer realm="ldp-aggregator"'},
         )
 

@@ -85,7 +85,9 @@ def _series(body: dict[str, Any]) -> str:
     chart = series_chart(points, title=f"{what} per {body['epoch_length']}")
     marked = (
         f' <span class="suppressed-note">{suppressed} suppressed '
-        f"{body['epoch_length']}(s) greyed</span>" if suppressed else ""
+        f"{body['epoch_length']}(s) greyed</span>"
+        if suppressed
+        else ""
     )
     return (
         f'<figure class="series-figure"><figcaption>{escape(what)} per '
@@ -110,6 +112,7 @@ def _section(body: dict[str, Any]) -> str:
         main = f'<p class="suppressed">Suppressed: {escape(str(body["reason"]))}.</p>'
     else:
         chart, caption = _bars(body)
+        caption += f" (bar: unbiased estimate; line: {int(body['confidence'] * 100)}% interval)"
         main = (
             f'<figure class="bars-figure"><figcaption>{escape(caption)}</figcaption>'
             f"{chart}</figure>"

@@ -69,7 +69,9 @@ class Problem(Exception):
 
 def problem_response(problem: Problem) -> JSONResponse:
     return JSONResponse(
-        problem.body(), status_code=problem.status, headers=problem.headers,
+        problem.body(),
+        status_code=problem.status,
+        headers=problem.headers,
         media_type=MEDIA_TYPE,
     )
 

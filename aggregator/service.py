@@ -11,7 +11,7 @@ from aggregator.decide import decide
 from aggregator.problems import Problem
 from aggregator.views import EstimateOptions, estimate_json, metric_facts
 from aggregator.window import TallyReader, WindowTooLarge, read_window
-from ldp_core.metric import MetricSpec
+from ldp_core.metric import NAME_PATTERN, MetricSpec
 
 __all__ = ["MetricReader", "compare", "estimate_response", "load_spec"]
 
@@ -26,6 +26,8 @@ class MetricReader(TallyReader, Protocol):
 
 async def load_spec(store: MetricReader, name: str, version: int | None) -> MetricSpec:
     """The metric (latest version unless asked), else 404 ``unknown_metric``."""
+    if not NAME_PATTERN.match(name):
+        raise Problem(404, "unknown_metric", "no metric has that name")
     spec = await store.get_metric(name, version)
     if spec is None:
         which = f"{name!r}" if version is None else f"{name!r} version {version}"
@@ -102,22 +104,39 @@ async def compare(
     categorical = spec.kind == "categorical"
     if categorical and (a is None or (b is None) == (threshold is None)):
         raise Problem(
-            422, "bad_compare",
+            422,
+            "bad_compare",
             "a categorical metric compares a=<category> with b=<category> or threshold=<share>",
         )
     if not categorical and (threshold is None or a is not None or b is not None):
         raise Problem(
-            422, "bad_compare",
+            422,
+            "bad_compare",
             f"a {spec.kind} metric compares its estimate with threshold=<number>",
         )
     body = await estimate_response(
-        store, spec, start=start, end=end, options=EstimateOptions(confidence),
-        series=False, max_epochs=max_epochs,
+        store,
+        spec,
+        start=start,
+        end=end,
+        options=EstimateOptions(confidence),
+        series=False,
+        max_epochs=max_epochs,
     )
     out: dict[str, Any] = {
         k: body[k]
-        for k in ("metric", "version", "kind", "mechanism", "epsilon", "unit", "window", "n",
-                  "suppressed", "reason")
+        for k in (
+            "metric",
+            "version",
+            "kind",
+            "mechanism",
+            "epsilon",
+            "unit",
+            "window",
+            "n",
+            "suppressed",
+            "reason",
+        )
     }
     out["confidence"] = confidence
     if body["suppressed"]:

@@ -60,9 +60,7 @@ def suppression_reason(spec: MetricSpec, n: int) -> str | None:
     if n == 0:
         return "no reports in the window"
     if n < spec.min_reports:
-        return (
-            f"{n} reports in the window, below the metric's minimum of {spec.min_reports}"
-        )
+        return f"{n} reports in the window, below the metric's minimum of {spec.min_reports}"
     return None
 
 
@@ -77,8 +75,12 @@ def estimate_json(
         return out
     m = spec.build()
     e = estimate(
-        m, list(tallies), n, confidence=options.confidence,
-        consistent=options.consistent, simultaneous=options.simultaneous,
+        m,
+        list(tallies),
+        n,
+        confidence=options.confidence,
+        consistent=options.consistent,
+        simultaneous=options.simultaneous,
     )
     if isinstance(e, FrequencyEstimate):
         consistent = e.consistent
@@ -90,10 +92,7 @@ def estimate_json(
                     "stderr": _num(e.stderr[i]),
                     "ci_low": _num(e.ci_low[i]),
                     "ci_high": _num(e.ci_high[i]),
-                    **(
-                        {"consistent": _num(consistent[i])}
-                        if consistent is not None else {}
-                    ),
+                    **({"consistent": _num(consistent[i])} if consistent is not None else {}),
                 }
                 for i, label in enumerate(spec.domain)
             ],

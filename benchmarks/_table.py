@@ -9,7 +9,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["header", "median_seconds", "table"]
+__all__ = ["header", "median_seconds", "median_seconds_within", "table"]
 
 
 def median_seconds(run: Callable[[], object], repeats: int = 5) -> float:
@@ -21,6 +21,27 @@ def median_seconds(run: Callable[[], object], repeats: int = 5) -> float:
         run()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def median_seconds_within(
+    run: Callable[[], object], repeats: int = 5, budget: float = 10.0
+) -> tuple[float, int]:
+    """(median wall time, number of timed calls) of up to ``repeats`` calls of ``run``.
+
+    As ``median_seconds`` (one untimed warm-up call first), but stops repeating
+    once ``budget`` seconds have been spent, so a slow case still finishes; at
+    least one call is always timed.  Report the count next to the figure.
+    """
+    start = time.perf_counter()
+    run()
+    times: list[float] = []
+    while len(times) < repeats:
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - start > budget:
+            break
+    return statistics.median(times), len(times)
 
 
 def header(title: str) -> str:

@@ -26,6 +26,28 @@ Exceptions (see ``client_sdk._errors``)::
     └── StateError  (OSError)      state_dir unusable
     ValueError                     record(): value outside the metric's domain
 
+Delivery: a background thread sends gzip batches after ``batch_size`` reports
+or ``interval`` seconds (defaults 100 / 30 s); retries use capped exponential
+backoff with full jitter, 429/503 honour Retry-After (clamped), other 4xx are
+final and counted in ``counters().dropped`` by reason; a ``duplicate`` answer
+counts as delivered.  ``flush(timeout)``, ``close(timeout)``, ``with``, and an
+atexit hook with a deadline (``DeliveryConfig.atexit_timeout``).
+
+Durability (``DeliveryConfig.durability``): "record" (default) commits each
+report to the sqlite spool before ``record`` returns, so a kill -9 loses
+nothing; "batch" queues in memory and spools every ``persist_interval``
+(~2x faster; a kill -9 loses the last moments' reports, unsent and uncharged).
+
+Many devices in one process (demos, load tests)::
+
+    fleet = Fleet(url, api_key=key, background=False)   # shared catalog, queue, sender
+    fleet.refresh_metrics(5)
+    for _ in range(20_000):
+        fleet.device().record("browser", "firefox")       # each: own secret and ledger
+    fleet.flush(60)
+
+``benchmarks/bench_sdk.py`` prints the median cost of ``record`` per mechanism.
+
 State directory layout: ``device_secret`` (0600), ``metrics.json`` (spec
 cache), ``spool.sqlite3`` (+ WAL; spool, epsilon ledger, memo ledger keyed by
 HMAC), ``opted_out`` (marker).

@@ -33,12 +33,24 @@ class Catalog:
         self._path = path
         self._lock = threading.Lock()
         self._specs: dict[str, MetricSpec] = {}
+        #: category -> index per categorical metric (MetricSpec.index_of scans a tuple).
+        self._indexes: dict[str, dict[str, int]] = {}
         self.loaded_from_disk = False
         if path is not None:
             self._load(path)
 
     def get(self, name: str) -> MetricSpec | None:
         return self._specs.get(name)
+
+    def index_of(self, spec: MetricSpec, value: object) -> int | float:
+        """``spec.index_of(value)``, with a dict lookup for categories."""
+        if type(value) is str:
+            index = self._indexes.get(spec.name)
+            if index is not None and spec.kind == "categorical":
+                found = index.get(value)
+                if found is not None and spec.domain[found] == value:
+                    return found
+        return spec.index_of(value)
 
     def names(self) -> list[str]:
         return sorted(self._specs)
@@ -69,6 +81,7 @@ class Catalog:
                 known = self._specs.get(name)
                 if known is None or spec.version >= known.version:
                     self._specs[name] = spec
+                    self._indexes[name] = {c: i for i, c in enumerate(spec.domain)}
             if save and self._path is not None and usable:
                 self._save(self._path)
         return len(usable)
@@ -92,6 +105,9 @@ class Catalog:
         if isinstance(metrics, list):
             self.update([m for m in metrics if isinstance(m, dict)], save=False)
             self.loaded_from_disk = bool(self._specs)
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
 
     def purge_file(self) -> None:
         if self._path is not None:

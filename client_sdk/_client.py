@@ -21,6 +21,20 @@ What ``record`` does, in order (none of it touches the network):
    budget: ``over_budget`` (nothing randomised, nothing sent).
 6. Randomises (memoised for longitudinal metrics), builds the envelope with the
    per-epoch token, queues it; the value goes out of scope when ``record`` returns.
+
+The ledger charges the mechanism's declared epsilon (an upper bound on the
+epsilon its integer thresholds implement), and sums are rounded up.  A unit is
+per metric *version*: a new version is a new unit.  ``budgets={"m": 2.0}``
+allows two reports per epoch locally, but the collector accepts one token per
+(device, metric, version, epoch), so the second would come back
+``token_reused`` -- raise budgets only with a collector configured for it.
+For memoised metrics the lifetime ledger charges ``epsilon_inf`` once per
+distinct value (keyed by an HMAC of it); ``lifetime_budgets`` caps the sum.
+
+A forked child shares the device (secret, spool file) but starts with an
+empty memory queue and its own sender; its ledger is the parent's as of the
+fork, so parent and child racing on one unit end in a ``token_reused`` drop,
+never in a second accepted report.
 """
 
 from __future__ import annotations
@@ -118,7 +132,9 @@ class Client:
                       max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
                                   self.config, background=background)
-        if not self._opted_out:
+        if self._opted_out:
+            self._pipeline.stop()
+        else:
             self._start_device()
             if background:
                 self._pipeline.kick()
@@ -161,8 +177,11 @@ class Client:
         return self._pipeline.flush(timeout)
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Flush within ``timeout``, then stop; unsent reports stay in the spool."""
-        if self._pipeline is None or self._closed:
+        """Flush within ``timeout``, then stop; unsent reports stay in the spool.
+
+        True if nothing was left pending; calling it again just answers that again.
+        """
+        if self._pipeline is None:
             return True
         self._closed = True
         return self._pipeline.close(timeout)
@@ -217,6 +236,7 @@ class Client:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._state_dir / OPT_OUT_FILE)
         self._start_device()
+        self._pipeline.resume()
 
     def privacy_report(self) -> PrivacyReport:
         """Epsilon spent per unit (device, metric, epoch) and per memoised lifetime."""
@@ -274,7 +294,7 @@ def record_into(
     if spec is None:
         pipeline.refused("unknown_metric")
         return RecordResult("unknown_metric", metric)
-    index = spec.index_of(value)
+    index = pipeline.catalog.index_of(spec, value)
     if not sampler.keep(metric, rng):
         pipeline.refused("sampled_out")
         return RecordResult("sampled_out", metric)
@@ -286,10 +306,21 @@ def record_into(
     if isinstance(prepared, str):
         pipeline.refused(prepared)
         return RecordResult(prepared, metric, epoch)  # type: ignore[arg-type]
-    if not pipeline.enqueue(prepared.row, prepared.lifetime):
+    status = pipeline.enqueue(prepared.row, prepared.lifetime)
+    if status != "queued":
         device.refund(prepared.unit, prepared.charge, prepared.lifetime)
-        return RecordResult("storage_error", metric, epoch)
-    return RecordResult("queued", metric, epoch)
+        return RecordResult(status, metric, epoch)  # type: ignore[arg-type]
+    key = (metric, epoch)
+    result = _QUEUED.get(key)
+    if result is None:
+        if len(_QUEUED) > 4096:
+            _QUEUED.clear()
+        result = _QUEUED[key] = RecordResult("queued", metric, epoch)
+    return result
+
+
+#: Immutable "queued" results, shared (a RecordResult holds no value).
+_QUEUED: dict[tuple[str, int], RecordResult] = {}
 
 
 _GENERIC_UNIT = "per device, per metric, per epoch"

@@ -35,8 +35,8 @@ class DeliveryConfig:
     gzip              compress batches (Content-Encoding: gzip)
     backoff_base      first retry waits up to this long (full jitter) ...
     backoff_max       ... doubling per failure up to this cap
-    retry_after_min   a 429/503 Retry-After is clamped to [min, max]
-    retry_after_max
+    retry_after_min   a 429/503 Retry-After is clamped to [min, max]; the retry
+    retry_after_max   waits max(clamped Retry-After, jittered backoff)
     max_reports       spool quota in reports (oldest dropped first, counted)
     max_bytes         spool quota in bytes of report rows
     durability        "record": every record is in the spool file when record()

@@ -24,8 +24,8 @@ import os
 import secrets
 import stat
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from client_sdk._errors import StateError
 from client_sdk._store import Row
@@ -76,8 +76,7 @@ def delete_secret(path: Path) -> None:
         os.unlink(path)
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
+class Prepared(NamedTuple):
     """A randomised report ready to queue, and what to undo if queueing fails."""
 
     row: Row
@@ -172,15 +171,14 @@ class DeviceState:
         except BaseException:
             self.refund(unit, charge, memo)
             raise
-        text = str(payload) if type(payload) is int else json.dumps(payload, separators=(",", ":"))
         row = Row(
-            report_id=secrets.token_hex(16),
-            metric=spec.name,
-            version=spec.version,
-            epoch=epoch,
-            token=device_token(self.secret, spec.name, spec.version, epoch),
-            payload=text,
-            charge=charge if persist_charge else 0.0,
+            os.urandom(16).hex(),                       # report_id: 128 bits, CSPRNG
+            spec.name,
+            spec.version,
+            epoch,
+            device_token(self.secret, spec.name, spec.version, epoch),
+            payload_text(payload),
+            charge if persist_charge else 0.0,
         )
         return Prepared(row, unit, charge, memo)
 
@@ -201,6 +199,20 @@ class DeviceState:
         """HMAC(secret, "lifetime|metric|version|value"), hex: the ledger key of a value."""
         message = f"lifetime|{spec.name}|{spec.version}|{value!r}".encode()
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+
+
+def payload_text(payload: object) -> str:
+    """The JSON text of a mechanism's wire payload (int, [int, ...] or base64url str).
+
+    >>> payload_text(3), payload_text([5, 1]), payload_text("AQ")
+    ('3', '[5,1]', '"AQ"')
+    """
+    kind = type(payload)
+    if kind is int:
+        return str(payload)
+    if kind is list and all(type(x) is int for x in payload):  # type: ignore[attr-defined]
+        return "[" + ",".join(map(str, payload)) + "]"  # type: ignore[call-overload]
+    return json.dumps(payload, separators=(",", ":"))
 
 
 def _add_up(a: float, b: float) -> float:

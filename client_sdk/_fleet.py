@@ -42,7 +42,11 @@ from client_sdk._store import Store
 from client_sdk._transport import Transport, UrllibTransport
 from ldp_core._rng import Rng
 
-__all__ = ["Device", "Fleet"]
+__all__ = ["FLEET_DELIVERY", "Device", "Fleet"]
+
+#: A fleet's default: full batches, a memory queue, room for a million reports.
+FLEET_DELIVERY = DeliveryConfig(batch_size=1000, durability="batch", max_reports=1_000_000,
+                                max_bytes=1 << 30)
 
 
 class Fleet:
@@ -50,7 +54,7 @@ class Fleet:
 
     Arguments as for ``Client`` (``background=False`` is typical: record for
     every device, then ``flush(timeout)``); ``state_dir=None`` keeps the spool
-    in memory.  ``delivery`` defaults to batches of 1000 in "batch" durability.
+    in memory.  ``delivery`` defaults to ``FLEET_DELIVERY``.
     """
 
     def __init__(
@@ -71,7 +75,7 @@ class Fleet:
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
-        self.config = delivery or DeliveryConfig(batch_size=1000, durability="batch")
+        self.config = delivery or FLEET_DELIVERY
         folder = None if state_dir is None else Path(state_dir)
         if folder is not None:
             _make_private_dir(folder)
@@ -79,8 +83,7 @@ class Fleet:
         if metrics is not None:
             catalog.update(metrics)
         store = Store(None if folder is None else folder / "fleet-spool.sqlite3",
-                      max_reports=self.config.max_reports * 100,
-                      max_bytes=self.config.max_bytes * 100)
+                      max_reports=self.config.max_reports, max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
                                   self.config, background=background)
         self._sampler = Sampler(sample_rate)

@@ -49,6 +49,8 @@ __all__ = ["Pipeline"]
 log = logging.getLogger("client_sdk")
 
 _RETRYABLE = frozenset({408, 425, 429})
+#: In "batch" durability the memory queue is spooled at the latest at this length.
+_MAX_BUFFER = 1000
 _USER_AGENT = "ldp-telemetry-sdk/0.1"
 
 
@@ -80,6 +82,8 @@ class Pipeline:
             time.monotonic() + (config.metrics_ttl if fetch_metrics else float("inf")))
         self._fetch_metrics = fetch_metrics
         self._closed = False
+        #: False after an opt-out purge, until ``resume()``.
+        self.accepting = True
         #: Called in a forked child after the pipeline reset (e.g. a device's locks).
         self.fork_callbacks: list[Callable[[], None]] = []
         _LIVE.add(self)
@@ -96,8 +100,8 @@ class Pipeline:
         self._metrics_attempt = 0
         self._send_limit = MAX_BATCH
         self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._sending = False
+        self._generation = 0
+        self._paused = False
         self._tally: Counter[str] = Counter()
         self._dropped: Counter[str] = Counter()
         self._refused: Counter[str] = Counter()
@@ -105,16 +109,20 @@ class Pipeline:
 
     # -- the record side ---------------------------------------------------------------
 
-    def enqueue(self, row: Row, lifetime: tuple[str, int, str, float] | None) -> bool:
-        """Queue one randomised report; False if the spool could not be written."""
+    def enqueue(self, row: Row, lifetime: tuple[str, int, str, float] | None) -> str:
+        """Queue one randomised report: "queued", "storage_error" (the spool could not
+        be written) or "opted_out" (``refuse()`` was called meanwhile)."""
         with self._cond:
+            if not self.accepting:
+                return "opted_out"
+            idle = self._first_pending is None
             if self.config.durability == "record":
                 try:
                     dropped = self.store.write([row], () if lifetime is None else (lifetime,))
                 except Exception as exc:  # disk full, permissions: not the app's problem
                     log.warning("spool write failed: %s", type(exc).__name__)
                     self._dropped["storage_error"] += 1
-                    return False
+                    return "storage_error"
                 if dropped:
                     self._dropped["spool_full"] += dropped
             else:
@@ -123,15 +131,17 @@ class Pipeline:
                     self._lifetime.append(lifetime)
                 if self._buffer_since is None:
                     self._buffer_since = time.monotonic()
+                    idle = True
+                elif len(self._buffer) >= _MAX_BUFFER:    # bounded memory, quotas enforced
+                    self._persist_locked()
             self._tally["queued"] += 1
             if self._first_pending is None:
                 self._first_pending = time.monotonic()
             if self.background:
                 self._ensure_thread()
-                if self._pending_locked() >= self.config.batch_size or (
-                        self._buffer_since is not None and len(self._buffer) == 1):
-                    self._cond.notify_all()
-        return True
+                if idle or self._pending_locked() >= self.config.batch_size:
+                    self._cond.notify_all()            # the sender recomputes its wake time
+        return "queued"
 
     def kick(self) -> None:
         """Start the sender now (it fetches the metric specs first if it has none)."""
@@ -170,14 +180,16 @@ class Pipeline:
     def flush(self, timeout: float) -> bool:
         """Deliver everything queued; True if nothing is pending when it returns."""
         deadline = time.monotonic() + max(timeout, 0.0)
-        if not self.background or self._closed:
+        if self._closed or self._paused:
+            return not self.counters().pending
+        if not self.background:
             return self._drain(deadline)
         with self._cond:
             self._ensure_thread()
             self._flush_requests += 1
             self._cond.notify_all()
             try:
-                while self._pending_locked() or self._buffer:
+                while self._pending_locked():
                     left = deadline - time.monotonic()
                     if left <= 0 or self._thread is None or not self._thread.is_alive():
                         break
@@ -200,21 +212,32 @@ class Pipeline:
         return done
 
     def stop(self, timeout: float = 1.0) -> None:
-        """Stop the background thread (persisting the memory queue)."""
+        """Stop the sender thread (persisting the memory queue) until ``resume()``.
+
+        A thread still inside an HTTP request finishes that request and exits.
+        """
         with self._cond:
-            self._stopping = True
+            self._paused = True
+            self._generation += 1
             self._cond.notify_all()
-            thread = self._thread
+            thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         with self._cond:
             self._persist_locked()
-            self._thread = None
-            self._stopping = False
+
+    def resume(self) -> None:
+        """Accept and send again after ``stop()``/``purge()``."""
+        with self._cond:
+            self._paused = False
+            self.accepting = True
+            if self.background:
+                self._ensure_thread()
 
     def purge(self, reason: str) -> int:
-        """Delete every queued and spooled report (opt-out); returns how many."""
+        """Refuse new reports, delete every queued and spooled one (opt-out); how many."""
         with self._cond:
+            self.accepting = False
             dropped = len(self._buffer)
             self._buffer.clear()
             self._lifetime.clear()
@@ -228,27 +251,30 @@ class Pipeline:
     # -- the sender ----------------------------------------------------------------------
 
     def _ensure_thread(self) -> None:
+        if self._closed or self._paused:
+            return
         if self._thread is None or not self._thread.is_alive():
-            if self._closed:
-                return
+            self._generation += 1
             self._thread = threading.Thread(
-                target=self._run, name="ldp-telemetry-sender", daemon=True
+                target=self._run, args=(self._generation,), name="ldp-telemetry-sender",
+                daemon=True,
             )
             self._thread.start()
 
-    def _run(self) -> None:
+    def _run(self, generation: int) -> None:
+        """The sender loop; it ends when ``stop()`` bumps the generation."""
         while True:
             with self._cond:
-                while not self._stopping:
+                while self._generation == generation:
                     now = time.monotonic()
                     wake = self._next_wake(now)
                     if wake <= now:
                         break
                     self._cond.wait(min(wake - now, 1.0))
-                if self._stopping:
+                if self._generation != generation:
                     return
             try:
-                self._tick(time.monotonic() + self.config.request_timeout * 3)
+                self._tick(time.monotonic() + self.config.request_timeout * 3, generation)
             except Exception as exc:  # the sender must never die of one bad answer
                 log.warning("sender error: %s", type(exc).__name__)
                 with self._cond:
@@ -268,7 +294,7 @@ class Pipeline:
             wake = min(wake, max(send_at, self._backoff_until))
         return wake
 
-    def _tick(self, deadline: float) -> None:
+    def _tick(self, deadline: float, generation: int) -> None:
         now = time.monotonic()
         with self._cond:
             self._persist_locked()
@@ -281,7 +307,7 @@ class Pipeline:
         if want_metrics:
             self.refresh_metrics(self.config.request_timeout)
         if due:
-            self._send_until_empty(deadline)
+            self._send_until_empty(deadline, generation)
 
     def _persist_locked(self) -> None:
         if not self._buffer:
@@ -318,8 +344,8 @@ class Pipeline:
                 break
         return not self.counters().pending
 
-    def _send_until_empty(self, deadline: float) -> None:
-        while time.monotonic() < deadline and not self._stopping:
+    def _send_until_empty(self, deadline: float, generation: int) -> None:
+        while time.monotonic() < deadline and self._generation == generation:
             outcome = self._send_batch(deadline)
             if outcome != "ok":
                 return
@@ -400,12 +426,13 @@ class Pipeline:
         return "retry"
 
     def _schedule_retry(self, answer: Response | None) -> None:
+        """Back off: full jitter, and never sooner than a 429/503's Retry-After (clamped)."""
         self._attempt += 1
-        delay = None
+        delay = self.config.backoff_delay(self._attempt, self._jitter.uniform)
         if answer is not None and answer.status in (429, 503):
-            delay = self.config.retry_after_delay(answer.header("retry-after"))
-        if delay is None:
-            delay = self.config.backoff_delay(self._attempt, self._jitter.uniform)
+            asked = self.config.retry_after_delay(answer.header("retry-after"))
+            if asked is not None:
+                delay = max(delay, asked)
         self._backoff_until = time.monotonic() + delay
         log.info("next delivery attempt in %.2fs", delay)
 
@@ -455,7 +482,10 @@ class Pipeline:
 
     def _after_fork_child(self) -> None:
         self.store.reopen_after_fork()
+        self.catalog.after_fork()
+        paused = self._paused
         self._init_state()
+        self._paused = paused
         self._metrics_due = time.monotonic() + self.config.metrics_ttl
         for callback in self.fork_callbacks:
             callback()

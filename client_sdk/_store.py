@@ -31,13 +31,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
+
+from client_sdk._errors import StateError
 
 __all__ = ["Claimed", "LedgerRow", "Row", "Store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spool (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    report_id TEXT NOT NULL UNIQUE,
+    report_id TEXT NOT NULL,
     metric TEXT NOT NULL,
     version INTEGER NOT NULL,
     epoch INTEGER NOT NULL,
@@ -55,14 +58,14 @@ CREATE TABLE IF NOT EXISTS ledger (
     spent REAL NOT NULL,
     reports INTEGER NOT NULL,
     PRIMARY KEY (metric, version, epoch)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lifetime (
     metric TEXT NOT NULL,
     version INTEGER NOT NULL,
     value_key TEXT NOT NULL,
     epsilon_inf REAL NOT NULL,
     PRIMARY KEY (metric, version, value_key)
-);
+) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS charge_ledger AFTER INSERT ON spool WHEN new.charge > 0
 BEGIN
     INSERT INTO ledger (metric, version, epoch, spent, reports)
@@ -73,16 +76,19 @@ END;
 """
 
 _INSERT = (
-    "INSERT OR IGNORE INTO spool (report_id, metric, version, epoch, token, payload, charge, size)"
+    "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, size)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+SCHEMA_VERSION = 1
 #: Fixed per-row overhead counted against the byte quota (ids, token, keys).
 ROW_OVERHEAD = 140
 
 
-@dataclass(frozen=True)
-class Row:
-    """A report as spooled: the envelope fields, payload as JSON text, and its charge."""
+class Row(NamedTuple):
+    """A report as spooled: the envelope fields, payload as JSON text, and its charge.
+
+    (A named tuple, immutable like a frozen dataclass and cheaper on the record path.)
+    """
 
     report_id: str
     metric: str
@@ -136,11 +142,19 @@ class Store:
     def _connect(self) -> sqlite3.Connection:
         target = ":memory:" if self.path is None else str(self.path)
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=10.0)
+        # Small pages: a commit writes a few 1 KiB WAL frames instead of 4 KiB ones
+        # (only takes effect when the file is created).
+        conn.execute("PRAGMA page_size=1024")
         if self.path is not None:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA secure_delete=ON")
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise StateError(f"{target} was written by a newer SDK (schema {version})")
         conn.executescript(_SCHEMA)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         return conn
 
     def reopen_after_fork(self) -> None:
@@ -215,9 +229,11 @@ class Store:
     def release(self, seqs: Iterable[int]) -> None:
         """Give leased reports back for a later attempt."""
         with self._lock:
-            self._conn.executemany(
-                "UPDATE spool SET lease_until = 0 WHERE seq = ?", [(s,) for s in seqs]
-            )
+            for chunk in _chunks(list(seqs)):
+                marks = ",".join("?" * len(chunk))
+                self._conn.execute(
+                    f"UPDATE spool SET lease_until = 0 WHERE seq IN ({marks})", chunk  # noqa: S608
+                )
 
     def remove(self, seqs: Iterable[int]) -> None:
         """Forget reports the collector answered for (accepted, duplicate or final)."""
@@ -225,7 +241,9 @@ class Store:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany("DELETE FROM spool WHERE seq = ?", [(s,) for s in seqs])
+                for chunk in _chunks(list(seqs)):
+                    marks = ",".join("?" * len(chunk))
+                    conn.execute(f"DELETE FROM spool WHERE seq IN ({marks})", chunk)  # noqa: S608
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -300,8 +318,12 @@ class Store:
 
 
 def _values(row: Row) -> tuple[object, ...]:
-    return (row.report_id, row.metric, row.version, row.epoch, row.token, row.payload,
-            row.charge, row.size)
+    return (*row, row.size)
+
+
+def _chunks(items: list[int], size: int = 500) -> list[list[int]]:
+    """Parameter lists short enough for any sqlite build (999 variables at least)."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _alive(pid: int) -> bool:

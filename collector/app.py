@@ -48,32 +48,29 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import PlainTextResponse, Response
 
 from collector.auth import KeyRing, RateLimiter, bearer_key, key_digest
-from collector.ingest import EpochWindow, inflate, read_limited, validate
+from collector.ingest import (
+    EpochWindow,
+    inflate,
+    metric_keys,
+    parse_columns,
+    read_limited,
+    validate,
+)
 from collector.logs import configure, log_event
 from collector.problems import Problem, json_response, problem_response
 from collector.settings import DEFAULT_REDIS_URL, Role, Settings
-from collector.store import Store, make_client
+from collector.store import REDIS_ERRORS, Store, make_client
 from collector.telemetry import Telemetry
-from ldp_core.errors import ReportError
 from ldp_core.metric import NAME_PATTERN, MetricSpec, SpecError
-from ldp_core.wire import decode_batch
 
-__all__ = ["REDIS_ERRORS", "create_app"]
+__all__ = ["create_app"]
 
-#: Exceptions that mean "Redis is not reachable now": 503 with Retry-After.
-REDIS_ERRORS: tuple[type[Exception], ...] = (
-    redis.exceptions.RedisError,
-    redis.exceptions.RedisClusterException,
-    OSError,
-    TimeoutError,
-)
 RETRY_AFTER_SECONDS = 1
 
 _ACCEPTED: dict[str, Any] = {"status": "accepted", "code": None}
@@ -90,6 +87,9 @@ def create_app(
     """
     settings = settings or Settings()
     log = configure(settings.log_level)
+    # Access logs would hold client addresses: off, whatever the uvicorn flags say.
+    logging.getLogger("uvicorn.access").disabled = True
+    redis_down = [False]  # log transitions only, not every refused request
     keys = KeyRing.from_keys(settings.keys_by_role())
     limiter = RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst)
     telemetry = Telemetry()
@@ -168,8 +168,15 @@ def create_app(
             Problem(422, "invalid_request", "the request is not valid", extra={"errors": fields})
         )
 
+    def mark_up() -> None:
+        if redis_down[0]:
+            redis_down[0] = False
+            log_event(log, "redis_recovered")
+
     async def on_redis_down(request: Request, exc: Exception) -> Response:
-        log_event(log, "redis_unavailable", logging.WARNING, error=type(exc).__name__)
+        if not redis_down[0]:
+            redis_down[0] = True
+            log_event(log, "redis_unavailable", logging.WARNING, error=type(exc).__name__)
         if request.url.path == "/v1/reports":
             telemetry.record_error("redis_unavailable")
         return problem_response(Problem(
@@ -194,6 +201,7 @@ def create_app(
     @app.get("/readyz")
     async def readyz(request: Request) -> Response:
         if await store_of(request).ready():
+            mark_up()
             return json_response({"ready": True})
         return json_response({"ready": False}, 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
 
@@ -235,10 +243,7 @@ def create_app(
             raise Problem(422, "invalid_spec", "the collector assigns the version",
                           extra={"errors": {"version": "assigned by the collector; omit it"}})
         data.pop("params", None)
-        try:
-            spec = MetricSpec.from_json(data)
-        except SpecError as exc:
-            raise Problem(422, "invalid_spec", str(exc), extra={"errors": exc.errors}) from None
+        spec = _spec_from_json(data)
         stored, created = await store_of(request).create_metric(spec)
         if created:
             log_event(log, "metric_created", metric=stored.name, version=stored.version,
@@ -257,24 +262,18 @@ def create_app(
         raw = await read_limited(request.stream(), settings.max_body_bytes,
                                  request.headers.get("content-length"))
         body = inflate(raw, request.headers.get("content-encoding"), settings.max_inflated_bytes)
-        try:
-            envelopes = decode_batch(_json(body))
-        except ReportError as exc:
-            raise Problem(400, exc.code, str(exc)) from None
+        cols = parse_columns(_json(body))
         store = store_of(request)
-        pairs = {
-            (e.metric, e.version) for e in envelopes
-            if isinstance(e.metric, str) and NAME_PATTERN.match(e.metric)
-            and isinstance(e.version, int) and not isinstance(e.version, bool)
-            and 0 < e.version < 1 << 31
-        }
+        pairs = metric_keys(cols)
         specs = await store.get_metrics(pairs)
-        unknown = {name for name, version in pairs if (name, version) not in specs}
-        known_names = await store.known_names(unknown)
+        names = {name for name in cols.metric if type(name) is str and NAME_PATTERN.match(name)}
+        found = {name for name, _ in specs}
+        known_names = found | await store.known_names(names - found)
         window = EpochWindow(clock(), retention_seconds, settings.clock_skew_epochs)
-        verdict = validate(envelopes, specs, known_names, window)
+        verdict = validate(cols, specs, known_names, window)
         outcomes = await store.ingest(verdict.valid)
-        results: list[dict[str, Any]] = [_ACCEPTED] * len(envelopes)
+        mark_up()
+        results: list[dict[str, Any]] = [_ACCEPTED] * len(cols)
         rejected: Counter[str] = Counter(verdict.rejected.values())
         for position, code in verdict.rejected.items():
             results[position] = {"status": "rejected", "code": code}
@@ -286,7 +285,7 @@ def create_app(
             elif outcome == "token_reused":
                 results[position] = {"status": "rejected", "code": "token_reused"}
                 rejected["token_reused"] += 1
-        accepted = len(envelopes) - duplicates - sum(rejected.values())
+        accepted = len(cols) - duplicates - sum(rejected.values())
         seconds = time.perf_counter() - started
         telemetry.record_batch(accepted=accepted, duplicates=duplicates, rejected=rejected,
                                seconds=seconds)
@@ -301,6 +300,29 @@ def create_app(
         })
 
     return app
+
+
+#: Spec fields that must be strings; MetricSpec.from_json looks them up in a dict.
+_TEXT_FIELDS = ("name", "kind", "mechanism", "epoch", "unit")
+
+
+def _spec_from_json(data: dict[str, Any]) -> MetricSpec:
+    """MetricSpec.from_json, or Problem 422 invalid_spec naming every bad field."""
+    wrong = {f: "must be a string" for f in _TEXT_FIELDS if f in data
+             and not isinstance(data[f], str)}
+    cleaned = {k: (None if k in wrong else v) for k, v in data.items()}
+    try:
+        spec = MetricSpec.from_json(cleaned)
+    except SpecError as exc:
+        errors = {**exc.errors, **wrong}
+    except (TypeError, ValueError) as exc:  # a shape from_json did not foresee
+        errors = {**wrong, "": str(exc)}
+    else:
+        if not wrong:
+            return spec
+        errors = wrong
+    detail = "; ".join(f"{k}: {v}" if k else v for k, v in errors.items())
+    raise Problem(422, "invalid_spec", detail, extra={"errors": errors})
 
 
 def _json(body: bytes) -> Any:

@@ -26,21 +26,28 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from collector.problems import Problem
 from collector.store import ValidReport
+from ldp_core.binary import BinaryRR, ForcedResponse
 from ldp_core.errors import ReportError
-from ldp_core.metric import MetricSpec
-from ldp_core.wire import Envelope
+from ldp_core.grr import GRR
+from ldp_core.metric import NAME_PATTERN, MetricSpec
+from ldp_core.wire import COLUMNS, MAX_BATCH
 
 __all__ = [
+    "Columns",
     "EpochWindow",
     "Verdict",
     "check_report_id",
     "check_token",
+    "decode_shape",
     "inflate",
+    "metric_keys",
+    "parse_columns",
     "read_limited",
     "validate",
 ]
@@ -123,6 +130,56 @@ class EpochWindow:
 
 
 @dataclass(frozen=True)
+class Columns:
+    """The six columns of a batch (ldp_core.wire), shape-checked, values unchecked."""
+
+    metric: list[Any]
+    version: list[Any]
+    epoch: list[Any]
+    report_id: list[Any]
+    token: list[Any]
+    payload: list[Any]
+
+    def __len__(self) -> int:
+        return len(self.metric)
+
+
+def parse_columns(body: object) -> Columns:
+    """The columns of a batch, or Problem 400 batch_shape / batch_size.
+
+    The same checks as ``ldp_core.wire.decode_batch``, without building one
+    object per report.
+    """
+    try:
+        decode_shape(body)
+    except ReportError as exc:
+        raise Problem(400, exc.code, str(exc)) from None
+    assert isinstance(body, dict)
+    return Columns(*(body[c] for c in COLUMNS))
+
+
+def decode_shape(body: object) -> None:
+    """ReportError(batch_shape | batch_size) unless ``body`` is a well-shaped batch."""
+    if not isinstance(body, dict):
+        raise ReportError("batch_shape", "batch must be a JSON object of columns")
+    if set(body) != set(COLUMNS):
+        missing = [c for c in COLUMNS if c not in body]
+        extra = [c for c in body if c not in COLUMNS]
+        raise ReportError(
+            "batch_shape",
+            f"batch columns must be {', '.join(COLUMNS)}; missing {missing}, unknown {extra}",
+        )
+    if not all(type(body[c]) is list for c in COLUMNS):
+        raise ReportError("batch_shape", "every column must be a JSON array")
+    lengths = {len(body[c]) for c in COLUMNS}
+    if len(lengths) != 1:
+        raise ReportError("batch_shape", f"columns differ in length: {sorted(lengths)}")
+    (size,) = lengths
+    if not 0 < size <= MAX_BATCH:
+        raise ReportError("batch_size", f"a batch holds 1 to {MAX_BATCH} reports, got {size}")
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The reports that may be stored (with their batch positions) and the codes of the rest."""
 
@@ -131,44 +188,79 @@ class Verdict:
     rejected: Mapping[int, str]
 
 
+#: Mechanisms whose payload is one int in [0, num_counters) that is its own counter.
+_INT_PAYLOAD = (GRR, BinaryRR, ForcedResponse)
+
+
+def metric_keys(cols: Columns) -> set[tuple[str, int]]:
+    """The distinct (metric, version) pairs of a batch that could name a metric."""
+    pairs = {
+        (m, v) for m, v in zip(cols.metric, cols.version, strict=True)
+        if type(m) is str and type(v) is int
+    }
+    return {(m, v) for m, v in pairs if 0 < v < 1 << 31 and NAME_PATTERN.match(m)}
+
+
 def validate(
-    envelopes: Sequence[Envelope],
+    cols: Columns,
     specs: Mapping[tuple[str, int], MetricSpec],
     known_names: set[str],
     window: EpochWindow,
 ) -> Verdict:
-    """Check every report without Redis; see the module docstring for the order."""
+    """Check every report without Redis; see the module docstring for the order.
+
+    Rows are grouped by (metric, version); inside a group the epoch verdict is
+    computed once per distinct epoch, and int-payload mechanisms (GRR and the
+    binary designs) are checked inline, falling back to ``decode`` for the code.
+    """
     valid: list[ValidReport] = []
     positions: list[int] = []
     rejected: dict[int, str] = {}
-    for i, env in enumerate(envelopes):
-        metric, version, epoch = env.metric, env.version, env.epoch
-        spec = None
-        if isinstance(metric, str) and isinstance(version, int) and not isinstance(version, bool):
-            spec = specs.get((metric, version))
-        if spec is None:
-            known = isinstance(metric, str) and metric in known_names
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, (m, v) in enumerate(zip(cols.metric, cols.version, strict=True)):
+        if type(m) is str and type(v) is int:
+            groups.setdefault((m, v), []).append(i)
+        else:
+            known = type(m) is str and m in known_names
             rejected[i] = "unknown_version" if known else "unknown_metric"
-            continue
-        if isinstance(epoch, bool) or not isinstance(epoch, int):
-            rejected[i] = "bad_epoch"
-            continue
-        late_or_early = window.check(spec, epoch)
-        if late_or_early:
-            rejected[i] = late_or_early
-            continue
-        if not check_report_id(env.report_id):
-            rejected[i] = "bad_report_id"
-            continue
-        if not check_token(env.token):
-            rejected[i] = "bad_token"
+    epochs, rids, tokens, payloads = cols.epoch, cols.report_id, cols.token, cols.payload
+    rid_ok, token_ok = _REPORT_ID.fullmatch, _TOKEN.fullmatch
+    for key, rows in groups.items():
+        spec = specs.get(key)
+        if spec is None:
+            code = "unknown_version" if key[0] in known_names else "unknown_metric"
+            rejected.update(dict.fromkeys(rows, code))
             continue
         mech = spec.build()
-        try:
-            counters = mech.counters(mech.decode(env.payload))
-        except ReportError as exc:
-            rejected[i] = exc.code
-            continue
-        valid.append(ValidReport(spec, epoch, env.report_id, env.token, counters))
-        positions.append(i)
+        int_size = mech.num_counters if type(mech) in _INT_PAYLOAD else 0
+        epoch_codes: dict[int, str | None] = {}
+        for i in rows:
+            epoch = epochs[i]
+            if type(epoch) is not int:
+                rejected[i] = "bad_epoch"
+                continue
+            if epoch not in epoch_codes:
+                epoch_codes[epoch] = window.check(spec, epoch)
+            late_or_early = epoch_codes[epoch]
+            if late_or_early:
+                rejected[i] = late_or_early
+                continue
+            rid, token, payload = rids[i], tokens[i], payloads[i]
+            if type(rid) is not str or not rid_ok(rid):
+                rejected[i] = "bad_report_id"
+                continue
+            if type(token) is not str or not token_ok(token):
+                rejected[i] = "bad_token"
+                continue
+            counters: tuple[int, ...]
+            if int_size and type(payload) is int and 0 <= payload < int_size:
+                counters = (payload,)
+            else:
+                try:
+                    counters = mech.counters(mech.decode(payload))
+                except ReportError as exc:
+                    rejected[i] = exc.code
+                    continue
+            valid.append(ValidReport(spec, epoch, rid, token, counters))
+            positions.append(i)
     return Verdict(tuple(valid), tuple(positions), rejected)

@@ -1,8 +1,8 @@
 """Errors as problem+json (RFC 9457) with a stable machine-readable ``code``.
 
->>> p = Problem(413, "body_too_large", "the body exceeds 1048576 bytes")
+>>> p = Problem(429, "rate_limited", "too many requests", headers={"Retry-After": "1"})
 >>> p.body()["title"], p.body()["type"]
-('Payload Too Large', 'https://ldp-telemetry.dev/problems/body_too_large')
+('Too Many Requests', 'https://ldp-telemetry.dev/problems/rate_limited')
 """
 
 from __future__ import annotations

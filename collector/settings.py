@@ -41,7 +41,9 @@ def split_keys(raw: str) -> tuple[str, ...]:
 class Settings(BaseSettings):
     """Everything an operator can set; see the module docstring."""
 
-    model_config = SettingsConfigDict(env_prefix="LDP_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="LDP_", frozen=True, extra="ignore", hide_input_in_errors=True
+    )
 
     env: Literal["dev", "prod"] = "dev"
     redis_url: str | None = None

@@ -33,8 +33,9 @@ class Api:
     key: str
     timeout: float = 30.0
 
-    def request(self, method: str, path: str, body: Any = None,
-                params: dict[str, Any] | None = None) -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         url = self.base_url.rstrip("/") + path
         if query:

@@ -23,8 +23,25 @@ from client_sdk import Counters, Fleet
 __all__ = ["BROWSERS", "FleetRun", "Truth", "demo_specs", "draw_truth", "run_fleet"]
 
 BROWSERS = (
-    "chrome", "safari", "edge", "firefox", "samsung", "opera", "brave", "vivaldi", "yandex",
-    "uc", "duckduckgo", "arc", "whale", "qq", "silk", "kiwi", "tor", "palemoon", "waterfox",
+    "chrome",
+    "safari",
+    "edge",
+    "firefox",
+    "samsung",
+    "opera",
+    "brave",
+    "vivaldi",
+    "yandex",
+    "uc",
+    "duckduckgo",
+    "arc",
+    "whale",
+    "qq",
+    "silk",
+    "kiwi",
+    "tor",
+    "palemoon",
+    "waterfox",
     "other",
 )
 ZIPF_S = 1.1
@@ -33,14 +50,36 @@ ZIPF_S = 1.1
 def demo_specs(min_reports: int) -> list[dict[str, Any]]:
     """The three demo metric specs (POST /v1/metrics bodies)."""
     return [
-        {"name": "demo.crashed", "kind": "boolean", "epsilon": 1.0, "mechanism": "auto",
-         "epoch": "day", "unit": "device", "min_reports": min_reports},
-        {"name": "demo.browser", "kind": "categorical", "domain": list(BROWSERS),
-         "epsilon": 2.0, "mechanism": "auto", "epoch": "day", "unit": "device",
-         "min_reports": min_reports},
-        {"name": "demo.session_minutes", "kind": "numeric", "lo": 0.0, "hi": 120.0,
-         "epsilon": 1.0, "mechanism": "auto", "epoch": "day", "unit": "device",
-         "min_reports": min_reports},
+        {
+            "name": "demo.crashed",
+            "kind": "boolean",
+            "epsilon": 1.0,
+            "mechanism": "auto",
+            "epoch": "day",
+            "unit": "device",
+            "min_reports": min_reports,
+        },
+        {
+            "name": "demo.browser",
+            "kind": "categorical",
+            "domain": list(BROWSERS),
+            "epsilon": 2.0,
+            "mechanism": "auto",
+            "epoch": "day",
+            "unit": "device",
+            "min_reports": min_reports,
+        },
+        {
+            "name": "demo.session_minutes",
+            "kind": "numeric",
+            "lo": 0.0,
+            "hi": 120.0,
+            "epsilon": 1.0,
+            "mechanism": "auto",
+            "epoch": "day",
+            "unit": "device",
+            "min_reports": min_reports,
+        },
     ]
 
 
@@ -72,7 +111,7 @@ def draw_truth(devices: int, seed: int = 2026) -> Truth:
     """True values of ``devices`` devices (fixed seed)."""
     rng = np.random.default_rng(seed)
     ranks = np.arange(1, len(BROWSERS) + 1, dtype=np.float64)
-    zipf = ranks ** -ZIPF_S
+    zipf = ranks**-ZIPF_S
     browser = rng.choice(len(BROWSERS), size=devices, p=zipf / zipf.sum())
     minutes = np.clip(rng.gamma(2.0, 9.0, size=devices), 0.0, 120.0).round(1)
     crashed = (rng.random(devices) < 0.12).astype(int)

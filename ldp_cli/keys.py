@@ -16,8 +16,15 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Keys", "default_data_dir", "load_endpoints", "load_keys", "load_or_create_keys",
-           "save_endpoints", "clear_endpoints"]
+__all__ = [
+    "Keys",
+    "clear_endpoints",
+    "default_data_dir",
+    "load_endpoints",
+    "load_keys",
+    "load_or_create_keys",
+    "save_endpoints",
+]
 
 KEYS_FILE = "keys.json"
 ENDPOINTS_FILE = "endpoints.json"

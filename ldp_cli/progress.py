@@ -16,8 +16,9 @@ __all__ = ["Progress"]
 class Progress:
     """``update(done)`` as often as you like; ``finish()`` ends the line."""
 
-    def __init__(self, label: str, total: int, stream: TextIO | None = None,
-                 width: int = 30) -> None:
+    def __init__(
+        self, label: str, total: int, stream: TextIO | None = None, width: int = 30
+    ) -> None:
         self.label = label
         self.total = max(total, 1)
         self.stream = stream or sys.stderr
@@ -33,8 +34,10 @@ class Progress:
         filled = int(frac * self.width)
         bar = "#" * filled + "-" * (self.width - filled)
         elapsed = time.monotonic() - self.start
-        return (f"{self.label} [{bar}] {done:,}/{self.total:,} {frac:4.0%} "
-                f"{elapsed:5.1f}s{(' ' + note) if note else ''}")
+        return (
+            f"{self.label} [{bar}] {done:,}/{self.total:,} {frac:4.0%} "
+            f"{elapsed:5.1f}s{(' ' + note) if note else ''}"
+        )
 
     def update(self, done: int, note: str = "") -> None:
         self._done = done

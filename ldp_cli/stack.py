@@ -24,8 +24,51 @@ from ldp_cli.keys import Keys
 __all__ = ["Service", "Stack", "StackError"]
 
 
+def _die_with_parent() -> None:
+    """In the child (Linux): SIGTERM when the ``ldp`` process dies, even by SIGKILL.
+
+    So a killed ``ldp up`` never leaves orphan services behind.  A no-op where
+    prctl is unavailable.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 class StackError(RuntimeError):
     """A service did not start; the message holds the end of its log."""
+
+
+def _start_redis(folder: Path, timeout: float = 10.0) -> RedisServer:
+    """``RedisServer.start``, but in its own session and bound to our life.
+
+    Its own session: a terminal's Ctrl-C reaches only ``ldp``, which then stops
+    the services in order (Redis last).  PDEATHSIG: a killed ``ldp`` leaves no
+    Redis behind.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    process = subprocess.Popen(
+        RedisServer._argv(port, folder, "everysec", ()),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,  # the CLI has no other thread yet
+    )
+    server = RedisServer(port, folder, "everysec", process)
+    try:
+        server.wait_ready(timeout)
+    except BaseException:
+        server.kill()
+        raise
+    return server
 
 
 @dataclass
@@ -50,8 +93,9 @@ class Service:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
-                raise StackError(f"{self.name} exited with {self.process.returncode}:\n"
-                                 f"{self.tail()}")
+                raise StackError(
+                    f"{self.name} exited with {self.process.returncode}:\n{self.tail()}"
+                )
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1.0) as resp:  # noqa: S310
                     if resp.status == 200:
@@ -100,14 +144,14 @@ class Stack:
         """
         redis = None
         if not redis_url and not cluster_nodes:
-            redis = RedisServer.start(data_dir / "redis")
+            redis = _start_redis(data_dir / "redis")
             redis_url = redis.url
         stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
         try:
             target = (
                 {"LDP_REDIS_CLUSTER_NODES": cluster_nodes, "LDP_REDIS_URL": ""}
-                if cluster_nodes else {"LDP_REDIS_URL": str(redis_url),
-                                       "LDP_REDIS_CLUSTER_NODES": ""}
+                if cluster_nodes
+                else {"LDP_REDIS_URL": str(redis_url), "LDP_REDIS_CLUSTER_NODES": ""}
             )
             env = {
                 **target,
@@ -130,15 +174,30 @@ class Stack:
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"{name}.log"
         argv = [
-            sys.executable, "-m", "uvicorn", "--factory", f"{name}.app:create_app",
-            "--host", host, "--port", str(port), "--no-access-log", "--log-level", "warning",
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            f"{name}.app:create_app",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
         ]
         full_env = {**os.environ, **env}
         full_env.setdefault("LDP_ENV", "dev")
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                argv, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                argv,
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # the CLI has no other thread yet
             )
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104
         return Service(name, f"http://{shown}:{port}", process, log_path)

@@ -27,9 +27,7 @@ def header_lines(body: Mapping[str, Any]) -> list[str]:
     span = ""
     if window.get("first_epoch") is not None:
         span = f" (epochs {window['first_epoch']}..{window['last_epoch']})"
-    lifetime = (
-        f"; lifetime eps_inf = {body['epsilon_inf']:g}" if body.get("epsilon_inf") else ""
-    )
+    lifetime = f"; lifetime eps_inf = {body['epsilon_inf']:g}" if body.get("epsilon_inf") else ""
     return [
         f"{body['metric']} v{body['version']}: {body['kind']}, mechanism {body['mechanism']}, "
         f"epsilon = {body['epsilon']:g} per report, {body['unit']}{lifetime}",

@@ -14,6 +14,7 @@ from ldp_core.binary import BinaryRR, ForcedResponse
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.errors import ReportError
 from ldp_core.grr import GRR
+from ldp_core.longitudinal import TwoLevel, longitudinal
 from ldp_core.mean import OneBitMean
 from ldp_core.olh import OLH
 from ldp_core.registry import NAMES, AutoChoice, auto_choice, mechanism
@@ -34,8 +35,10 @@ __all__ = [
     "Payload",
     "Report",
     "ReportError",
+    "TwoLevel",
     "UnaryEncoding",
     "adversary_accuracy",
     "auto_choice",
+    "longitudinal",
     "mechanism",
 ]

@@ -29,8 +29,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Literal
 
+from ldp_core.base import Mechanism
 from ldp_core.epsilon import adversary_accuracy, check_epsilon
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "adversary_accuracy",
     "compose",
     "lifetime",
+    "mechanism_guarantees",
     "parallel",
     "sequential",
     "single",
@@ -183,20 +186,39 @@ def lifetime(
     epsilon_inf: float, unit: str = "per device, per metric, per distinct value, lifetime"
 ) -> Guarantee:
     """A two-level metric's bound over any number of reports of one value."""
-    return Guarantee(
-        epsilon=check_epsilon(epsilon_inf, "epsilon_inf"), unit=unit, bound="lifetime"
-    )
+    return Guarantee(epsilon=check_epsilon(epsilon_inf, "epsilon_inf"), unit=unit, bound="lifetime")
+
+
+def mechanism_guarantees(m: Mechanism, unit: str = DEFAULT_UNIT) -> list[Guarantee]:
+    """What a mechanism promises: one report, and for a two-level one the lifetime.
+
+    >>> from ldp_core import longitudinal
+    >>> m = longitudinal("oue", epsilon=1.0, epsilon_inf=4.0, domain_size=8)
+    >>> [g.bound for g in mechanism_guarantees(m)]
+    ['single', 'lifetime']
+    """
+    out = [Guarantee(epsilon=m.epsilon, unit=unit)]
+    epsilon_inf = getattr(m, "epsilon_inf", None)
+    if epsilon_inf is not None:
+        out.append(lifetime(epsilon_inf))
+    return out
 
 
 @dataclass(frozen=True)
 class YearBudget:
-    """A device reporting once per epoch for ``reports`` epochs (default: daily, a year)."""
+    """A device reporting once per epoch for ``reports`` epochs (default: daily, a year).
+
+    ``effective`` is the bound that holds: ``chosen``, or for a two-level metric
+    whose value took ``distinct_values`` values, eps_inf per distinct value if
+    that is smaller (every report is a post-processing of the memoised ones).
+    """
 
     per_report: Guarantee
     basic: Guarantee
     advanced: Guarantee
     chosen: Guarantee
     lifetime: Guarantee | None
+    effective: Guarantee
 
     def text(self) -> str:
         """Several lines for the demo."""
@@ -210,6 +232,7 @@ class YearBudget:
         ]
         if self.lifetime is not None:
             lines.append(f"two-level lifetime bound: {self.lifetime.text()}")
+            lines.append(f"effective: {self.effective.text()}")
         return "\n".join(lines)
 
 
@@ -218,6 +241,7 @@ def year_budget(
     reports: int = 365,
     delta_prime: float = 1e-6,
     epsilon_inf: float | None = None,
+    distinct_values: int = 1,
 ) -> YearBudget:
     """The composed budget of a device that reports daily for a year.
 
@@ -229,6 +253,8 @@ def year_budget(
     ('advanced', 13.88, 4.0)
     >>> year_budget(1.0).chosen.bound                 # 365 at eps=1: advanced is worse
     'basic'
+    >>> year_budget(1.0, epsilon_inf=4.0).effective.epsilon   # one value, memoised
+    4.0
     """
     eps = check_epsilon(epsilon)
     unit = f"per device, per metric, per {reports} daily epochs"
@@ -240,10 +266,29 @@ def year_budget(
         bound="advanced",
         reports=reports,
     )
+    chosen = advanced if advanced.epsilon < basic.epsilon else basic
+    life = None if epsilon_inf is None else lifetime(epsilon_inf)
+    effective = chosen
+    if life is not None:
+        if isinstance(distinct_values, bool) or not isinstance(distinct_values, int):
+            raise ValueError(f"distinct_values must be an integer >= 1, got {distinct_values!r}")
+        if distinct_values < 1:
+            raise ValueError(f"distinct_values must be an integer >= 1, got {distinct_values!r}")
+        spent = distinct_values * life.epsilon
+        if Fraction(spent) < distinct_values * Fraction(life.epsilon):  # rounded down: fix
+            spent = _up(spent)
+        if spent < chosen.epsilon:
+            effective = Guarantee(
+                epsilon=spent,
+                unit=f"per device, per metric, {distinct_values} distinct value(s), lifetime",
+                bound="lifetime",
+                reports=reports,
+            )
     return YearBudget(
         per_report=single(eps, "per device, per metric, per day"),
         basic=basic,
         advanced=advanced,
-        chosen=advanced if advanced.epsilon < basic.epsilon else basic,
-        lifetime=None if epsilon_inf is None else lifetime(epsilon_inf),
+        chosen=chosen,
+        lifetime=life,
+        effective=effective,
     )

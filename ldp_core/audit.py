@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -405,10 +405,16 @@ class AuditResult:
     path: str
     epsilon_inf: float | None = None
 
-    @property
-    def violation(self) -> bool:
-        """The mechanism leaks more than it declares (at the stated confidence)."""
-        return self.lower_bound > self.declared_epsilon
+    #: The mechanism leaks more than it declares (lower bound > declared epsilon),
+    #: at the stated confidence.  Computed, never passed.
+    violation: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "violation", self.lower_bound > self.declared_epsilon)
+
+    def to_json(self) -> dict[str, object]:
+        """The result as JSON-ready fields, with ``text`` for humans."""
+        return {**asdict(self), "label": self.label, "text": self.text()}
 
     @property
     def label(self) -> str:
@@ -469,7 +475,7 @@ def audit(
     path = "vectorised" if vectorised else ("memoised device path" if memoised else "device path")
     return AuditResult(
         mechanism=m.name,
-        levels=getattr(m, "levels", 1),
+        levels=m.levels,
         domain_size=m.domain_size,
         declared_epsilon=m.epsilon,
         lower_bound=epsilon_lower_bound(hits_x, hits_x_prime, trials, confidence),

@@ -51,6 +51,8 @@ class Mechanism(ABC):
     #: How ``ldp_core.simulate`` samples tallies: direct (GRR-like), unary, hashed
     #: (OLH-like: needs ``hashing`` and ``bucket_keep``), binary, or mean.
     family: ClassVar[Family]
+    #: 1 for a one-shot mechanism, 2 for a memoised (longitudinal) one.
+    levels: ClassVar[int] = 1
 
     @property
     @abstractmethod

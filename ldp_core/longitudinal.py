@@ -42,7 +42,7 @@ import hashlib
 import hmac
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -85,6 +85,8 @@ MIN_SECRET_BYTES = 16
 
 class HmacDrbg:
     """HMAC_DRBG with SHA-256 (NIST SP 800-90A, no reseed): exact integers.
+
+    Checked against the NIST CAVP vectors (tests/test_longitudinal.py).
 
     Satisfies ``Rng``, so a mechanism's own ``_perturb`` (integer thresholds)
     draws the permanent response from it unchanged.
@@ -175,6 +177,25 @@ class TwoLevel(Mechanism, Generic[B]):
     declared_epsilon: float
     epsilon_inf: float
     keep: int
+    _eps_1: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built by ``longitudinal``; checked again here so no hand-built object can
+        # claim less than its levels implement.
+        if not self._lowest_keep(self.base) < self.keep < WORD:
+            raise ValueError(f"instantaneous keep threshold {self.keep} out of range")
+        if not self.base.epsilon_actual <= self.epsilon_inf:
+            raise ValueError(
+                f"epsilon_inf {self.epsilon_inf} is below the permanent level's "
+                f"{self.base.epsilon_actual}"
+            )
+        eps_1 = self._epsilon_of(self.base, self._compose(self.base, self.keep))
+        if not eps_1 <= self.declared_epsilon < self.epsilon_inf:
+            raise ValueError(
+                f"one report costs {eps_1}: above the declared epsilon {self.declared_epsilon} "
+                f"or not below epsilon_inf {self.epsilon_inf}"
+            )
+        object.__setattr__(self, "_eps_1", eps_1)
 
     # -- what each design defines ------------------------------------------------
 
@@ -235,7 +256,7 @@ class TwoLevel(Mechanism, Generic[B]):
 
     @property
     def epsilon_actual(self) -> float:
-        return self._epsilon_of(self.base, self.channel)
+        return self._eps_1
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
@@ -601,7 +622,8 @@ def longitudinal(
 
     ``name``: grr, sue, oue, olh, auto (``domain_size=``); one_bit_mean
     (``lo=``, ``hi=``); binary_rr.  ``auto`` resolves with ``auto_choice`` at
-    ``epsilon``.  Every bad parameter is a ValueError naming it.
+    ``epsilon`` (to one_bit_mean when ``lo`` and ``hi`` are given).  Every bad
+    parameter is a ValueError naming it.
     """
     eps = check_epsilon(epsilon)
     eps_inf = check_epsilon(epsilon_inf, "epsilon_inf")
@@ -610,6 +632,8 @@ def longitudinal(
             f"epsilon {eps} must be below epsilon_inf {eps_inf} "
             "(one report cannot cost more than the lifetime bound)"
         )
+    if name == "auto" and lo is not None and hi is not None:
+        name = "one_bit_mean"  # a numeric metric: the only mean mechanism
     if name == "one_bit_mean":
         if lo is None or hi is None:
             raise ValueError("two-level 'one_bit_mean' needs lo= and hi=")
@@ -634,4 +658,3 @@ def longitudinal(
         "olh": lambda: _build(LongitudinalOLH, OLH(eps_inf, d, g=choose_g(eps, d)), eps, eps_inf),
     }
     return builders[name]()
-

@@ -47,6 +47,11 @@ class SpecError(ValueError):
         self.errors = errors
 
 
+def _text(value: object) -> str | None:
+    """A JSON string field, or None for anything else (lists and objects included)."""
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """One version of one metric."""
@@ -92,17 +97,19 @@ class MetricSpec:
         name = data.get("name")
         if not isinstance(name, str) or not NAME_PATTERN.match(name):
             errors["name"] = f"must match {NAME_PATTERN.pattern}, got {name!r}"
-        kind = data.get("kind")
+        kind = _text(data.get("kind"))
         if kind not in _ALLOWED:
-            errors["kind"] = f"must be one of boolean, categorical, numeric, got {kind!r}"
+            errors["kind"] = (
+                f"must be one of boolean, categorical, numeric, got {data.get('kind')!r}"
+            )
         try:
             epsilon = check_epsilon(data.get("epsilon"))  # type: ignore[arg-type]
         except ValueError as exc:
             errors["epsilon"] = str(exc)
             epsilon = 1.0
-        mech = data.get("mechanism", "auto")
+        mech = _text(data.get("mechanism", "auto"))
         if mech not in NAMES:
-            errors["mechanism"] = f"unknown mechanism {mech!r}"
+            errors["mechanism"] = f"unknown mechanism {data.get('mechanism')!r}"
         elif kind in _ALLOWED and mech not in _ALLOWED[kind]:
             errors["mechanism"] = f"{mech!r} does not fit a {kind} metric"
         domain: tuple[str, ...] = ()
@@ -124,9 +131,9 @@ class MetricSpec:
                 lo, hi = check_bounds(data.get("lo"), data.get("hi"))
             except ValueError as exc:
                 errors["lo" if "lo" in str(exc).split()[0] else "hi"] = str(exc)
-        epoch = data.get("epoch", "day")
+        epoch = _text(data.get("epoch", "day"))
         if epoch not in EPOCH_SECONDS:
-            errors["epoch"] = f"must be 'hour' or 'day', got {epoch!r}"
+            errors["epoch"] = f"must be 'hour' or 'day', got {data.get('epoch')!r}"
         unit = data.get("unit", "device")
         if not isinstance(unit, str) or not 0 < len(unit) <= 64:
             errors["unit"] = f"must be a short text such as 'device', got {unit!r}"
@@ -161,7 +168,7 @@ class MetricSpec:
             domain=domain,
             lo=lo,
             hi=hi,
-            epoch=epoch,
+            epoch=epoch,  # type: ignore[arg-type]
             unit=unit,
             epsilon_inf=epsilon_inf,
             min_reports=min_reports,
@@ -207,11 +214,16 @@ class MetricSpec:
         return self._built["m"]
 
     def _make(self) -> Mechanism:
+        name = self.mechanism
+        if name == "auto" and self.kind == "boolean":
+            name = "binary_rr"
+        elif name == "auto" and self.kind == "numeric":
+            name = "one_bit_mean"
         if self.epsilon_inf is not None:
             from ldp_core.longitudinal import longitudinal
 
             return longitudinal(
-                self.mechanism,
+                name,
                 epsilon=self.epsilon,
                 epsilon_inf=self.epsilon_inf,
                 domain_size=self.domain_size,
@@ -219,9 +231,8 @@ class MetricSpec:
                 hi=self.hi,
             )
         if self.kind == "numeric":
-            return mechanism("one_bit_mean", epsilon=self.epsilon, lo=self.lo, hi=self.hi)
+            return mechanism(name, epsilon=self.epsilon, lo=self.lo, hi=self.hi)
         if self.kind == "boolean":
-            name = "binary_rr" if self.mechanism == "auto" else self.mechanism
             return mechanism(name, epsilon=self.epsilon)
         return mechanism(self.mechanism, epsilon=self.epsilon, domain_size=self.domain_size)
 

@@ -70,32 +70,64 @@ def world(
         specs[spec.name] = spec
         sums[spec.name] = (total.tolist(), sum(n for _, n in epochs.values()))
 
-    add({"name": "browser", "kind": "categorical", "domain": BROWSERS, "epsilon": 2.0,
-         "mechanism": "oue", "min_reports": 500},
-        {E0: _values(SHARES, 8000), E0 + 1: _values(SHARES, 6000),
-         E0 + 2: _values(SHARES, 300)}, seed=11)
+    add(
+        {
+            "name": "browser",
+            "kind": "categorical",
+            "domain": BROWSERS,
+            "epsilon": 2.0,
+            "mechanism": "oue",
+            "min_reports": 500,
+        },
+        {E0: _values(SHARES, 8000), E0 + 1: _values(SHARES, 6000), E0 + 2: _values(SHARES, 300)},
+        seed=11,
+    )
     truth["browser"] = SHARES
     crash = _values([0.7, 0.3], 20000)
-    add({"name": "crashed", "kind": "boolean", "epsilon": 1.0, "min_reports": 1000},
-        {E0: crash[::2], E0 + 1: crash[1::2]}, seed=21)
+    add(
+        {"name": "crashed", "kind": "boolean", "epsilon": 1.0, "min_reports": 1000},
+        {E0: crash[::2], E0 + 1: crash[1::2]},
+        seed=21,
+    )
     truth["crashed"] = 0.3
     latency = np.random.default_rng(5).uniform(10.0, 70.0, 20000).round(1)
-    add({"name": "latency", "kind": "numeric", "lo": 0.0, "hi": 100.0, "epsilon": 1.0,
-         "min_reports": 1000}, {E0: latency}, seed=31)
+    add(
+        {
+            "name": "latency",
+            "kind": "numeric",
+            "lo": 0.0,
+            "hi": 100.0,
+            "epsilon": 1.0,
+            "min_reports": 1000,
+        },
+        {E0: latency},
+        seed=31,
+    )
     truth["latency"] = float(latency.mean())
-    add({"name": "rare", "kind": "boolean", "epsilon": 1.0, "min_reports": 1000},
-        {E0: _values([0.5, 0.5], 200)}, seed=41)
-    service = start_uvicorn("aggregator.app:create_app", aggregator_env(url),
-                            log_dir=tmp_path_factory.mktemp("agg"))
+    add(
+        {"name": "rare", "kind": "boolean", "epsilon": 1.0, "min_reports": 1000},
+        {E0: _values([0.5, 0.5], 200)},
+        seed=41,
+    )
+    service = start_uvicorn(
+        "aggregator.app:create_app", aggregator_env(url), log_dir=tmp_path_factory.mktemp("agg")
+    )
     try:
-        yield {"url": service.url, "truth": truth, "specs": specs, "sums": sums,
-               "redis": url, "service": service}
+        yield {
+            "url": service.url,
+            "truth": truth,
+            "specs": specs,
+            "sums": sums,
+            "redis": url,
+            "service": service,
+        }
     finally:
         service.stop()
 
 
-def get(world: dict[str, Any], path: str, key: str | None = ANALYST_KEY, **params: Any
-        ) -> httpx.Response:
+def get(
+    world: dict[str, Any], path: str, key: str | None = ANALYST_KEY, **params: Any
+) -> httpx.Response:
     headers = auth(key) if key else {}
     return httpx.get(world["url"] + path, params=params, headers=headers, timeout=10)
 
@@ -169,15 +201,16 @@ def test_compare_decides_when_clear_and_abstains_near_a_tie(world: dict[str, Any
     # At confidence 1 - 1e-6 a wrong verdict (on the tie: any verdict) has probability
     # <= 1e-6 per call (conservative stderr se_a + se_b); 0.40 vs 0.25 is ~10 stderr apart.
     conf = 1 - 1e-6
-    clear = get(world, "/v1/estimates/browser/compare", a="chrome", b="safari",
-                confidence=conf).json()
+    clear = get(
+        world, "/v1/estimates/browser/compare", a="chrome", b="safari", confidence=conf
+    ).json()
     assert clear["decision"]["verdict"] == "greater", clear
     assert clear["answer"] == "'chrome' is larger than 'safari'"
-    flipped = get(world, "/v1/estimates/browser/compare", a="safari", b="chrome",
-                  confidence=conf).json()
+    flipped = get(
+        world, "/v1/estimates/browser/compare", a="safari", b="chrome", confidence=conf
+    ).json()
     assert flipped["answer"] == "'chrome' is larger than 'safari'"
-    tie = get(world, "/v1/estimates/browser/compare", a="brave", b="other",
-              confidence=conf).json()
+    tie = get(world, "/v1/estimates/browser/compare", a="brave", b="other", confidence=conf).json()
     assert tie["decision"]["verdict"] == "too_close_to_call"
     assert tie["answer"] == "too close to call"
     low, high = tie["decision"]["ci_low"], tie["decision"]["ci_high"]
@@ -187,11 +220,11 @@ def test_compare_decides_when_clear_and_abstains_near_a_tie(world: dict[str, Any
     near = get(world, "/v1/estimates/crashed/compare", threshold=0.3, confidence=conf).json()
     assert near["answer"] == "too close to call"
     mean = world["truth"]["latency"]
-    below = get(world, "/v1/estimates/latency/compare", threshold=mean + 15,
-                confidence=conf).json()
+    below = get(world, "/v1/estimates/latency/compare", threshold=mean + 15, confidence=conf).json()
     assert below["decision"]["verdict"] == "less"
-    share = get(world, "/v1/estimates/browser/compare", a="chrome", threshold=0.3,
-                confidence=conf).json()
+    share = get(
+        world, "/v1/estimates/browser/compare", a="chrome", threshold=0.3, confidence=conf
+    ).json()
     assert share["decision"]["verdict"] == "greater"
 
 
@@ -199,12 +232,17 @@ def test_compare_decides_when_clear_and_abstains_near_a_tie(world: dict[str, Any
     ("path", "params", "status", "code"),
     [
         ("/v1/estimates/nope", {}, 404, "unknown_metric"),
+        ("/v1/estimates/%7Bspec%7D", {}, 404, "unknown_metric"),
         ("/v1/estimates/browser", {"start": E0 + 2, "end": E0 + 1}, 422, "bad_window"),
         ("/v1/estimates/browser", {"confidence": 1.5}, 422, "invalid_query"),
         ("/v1/estimates/browser", {"series": "week"}, 422, "invalid_query"),
         ("/v1/estimates/browser", {"version": 9}, 404, "unknown_metric"),
-        ("/v1/estimates/browser/compare", {"a": "chrome", "b": "netscape"}, 422,
-         "unknown_category"),
+        (
+            "/v1/estimates/browser/compare",
+            {"a": "chrome", "b": "netscape"},
+            422,
+            "unknown_category",
+        ),
         ("/v1/estimates/browser/compare", {"threshold": 0.1}, 422, "bad_compare"),
         ("/v1/estimates/crashed/compare", {"a": "x", "b": "y"}, 422, "bad_compare"),
         ("/v1/nowhere", {}, 404, "not_found"),

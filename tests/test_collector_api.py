@@ -46,8 +46,12 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
 
 def settings(redis_url: str, **extra: Any) -> Settings:
     return Settings(
-        env="dev", redis_url=redis_url, admin_keys=ADMIN_KEY, ingest_keys=INGEST_KEY,
-        analyst_keys=ANALYST_KEY, **extra,
+        env="dev",
+        redis_url=redis_url,
+        admin_keys=ADMIN_KEY,
+        ingest_keys=INGEST_KEY,
+        analyst_keys=ANALYST_KEY,
+        **extra,
     )
 
 
@@ -91,8 +95,13 @@ async def test_metric_registry(client: httpx.AsyncClient) -> None:
     assert r.status_code == 200 and r.json()["version"] == 1
     r = await client.post("/v1/metrics", json={**SPECS["browser"], "epsilon": 0.5}, headers=ADMIN)
     assert r.status_code == 201 and r.json()["version"] == 2
-    auto = {"name": "auto_pick", "kind": "categorical", "domain": ["a", "b"], "epsilon": 1.0,
-            "mechanism": "auto"}
+    auto = {
+        "name": "auto_pick",
+        "kind": "categorical",
+        "domain": ["a", "b"],
+        "epsilon": 1.0,
+        "mechanism": "auto",
+    }
     r = await client.post("/v1/metrics", json=auto, headers=ADMIN)
     assert r.status_code == 201 and r.json()["mechanism"] != "auto"  # resolved and recorded
     listed = (await client.get("/v1/metrics", headers=INGEST)).json()["metrics"]
@@ -104,38 +113,47 @@ async def test_metric_registry(client: httpx.AsyncClient) -> None:
     old = (await client.get("/v1/metrics/browser?version=1", headers=ADMIN)).json()
     assert old["version"] == 1 and old["epsilon"] == 1.0
     assert MetricSpec.from_json(old).to_json() == old  # what the SDK rebuilds
-    assert_problem(await client.get("/v1/metrics/browser?version=7", headers=INGEST),
-                   404, "unknown_version")
+    assert_problem(
+        await client.get("/v1/metrics/browser?version=7", headers=INGEST), 404, "unknown_version"
+    )
     assert_problem(await client.get("/v1/metrics/nope", headers=INGEST), 404, "unknown_metric")
-    assert_problem(await client.get("/v1/metrics/browser?version=x", headers=INGEST),
-                   422, "invalid_request")
+    assert_problem(
+        await client.get("/v1/metrics/browser?version=x", headers=INGEST), 422, "invalid_request"
+    )
 
 
 async def test_invalid_specs_name_each_bad_field(client: httpx.AsyncClient) -> None:
     bad = {"name": "Bad Name", "kind": "categorical", "domain": ["a"], "epsilon": -1}
-    body = assert_problem(await client.post("/v1/metrics", json=bad, headers=ADMIN),
-                          422, "invalid_spec")
+    body = assert_problem(
+        await client.post("/v1/metrics", json=bad, headers=ADMIN), 422, "invalid_spec"
+    )
     assert set(body["errors"]) == {"name", "domain", "epsilon"}
     body = assert_problem(
         await client.post("/v1/metrics", json={**SPECS["browser"], "version": 3}, headers=ADMIN),
-        422, "invalid_spec")
+        422,
+        "invalid_spec",
+    )
     assert set(body["errors"]) == {"version"}
     assert_problem(await client.post("/v1/metrics", json=[1], headers=ADMIN), 422, "invalid_spec")
-    assert_problem(await client.post("/v1/metrics", content=b"{", headers=ADMIN),
-                   400, "invalid_json")
+    assert_problem(
+        await client.post("/v1/metrics", content=b"{", headers=ADMIN), 400, "invalid_json"
+    )
 
 
 async def test_keys_and_roles(client: httpx.AsyncClient) -> None:
     assert_problem(await client.get("/v1/metrics"), 401, "missing_key")
     assert_problem(await client.get("/v1/metrics", headers=auth("x" * 30)), 401, "invalid_key")
-    assert_problem(await client.get("/v1/metrics", headers={"Authorization": INGEST_KEY}),
-                   401, "missing_key")
+    assert_problem(
+        await client.get("/v1/metrics", headers={"Authorization": INGEST_KEY}), 401, "missing_key"
+    )
     assert_problem(await client.get("/v1/metrics", headers=ANALYST), 403, "wrong_role")
-    assert_problem(await client.post("/v1/metrics", json=SPECS["page"], headers=INGEST),
-                   403, "wrong_role")
+    assert_problem(
+        await client.post("/v1/metrics", json=SPECS["page"], headers=INGEST), 403, "wrong_role"
+    )
     env = envelope("browser", 1, today(), 1)
-    assert_problem(await client.post("/v1/reports", json=encode_batch([env]), headers=ADMIN),
-                   403, "wrong_role")
+    assert_problem(
+        await client.post("/v1/reports", json=encode_batch([env]), headers=ADMIN), 403, "wrong_role"
+    )
     assert (await client.get("/v1/metrics", headers=ADMIN)).status_code == 200
 
 
@@ -146,8 +164,10 @@ async def test_good_reports_are_counted_exactly(client: httpx.AsyncClient, redis
     rng = random.Random(7)
     epoch = today()
     page = MetricSpec.from_json(SPECS["page"]).build()
-    envs = [envelope("page", 1, epoch, page.encode(page.randomize(rng.randrange(20), rng=rng)))
-            for _ in range(300)]
+    envs = [
+        envelope("page", 1, epoch, page.encode(page.randomize(rng.randrange(20), rng=rng)))
+        for _ in range(300)
+    ]
     envs += [envelope("browser", 1, epoch - 2, rng.randrange(4)) for _ in range(200)]
     r = await post(client, envs)
     assert r.status_code == 200
@@ -165,6 +185,27 @@ async def test_good_reports_are_counted_exactly(client: httpx.AsyncClient, redis
     assert await tallies(redis_url, "browser") == {epoch - 2: (browser, 200)}
 
 
+async def test_numeric_and_longitudinal_metrics(client: httpx.AsyncClient, redis_url: str) -> None:
+    rng = random.Random(5)
+    epoch = today()
+    memo = MetricSpec.from_json(SPECS["memo_page"]).build()
+    mean = MetricSpec.from_json(SPECS["load_ms"]).build()
+    envs = [envelope("memo_page", 1, epoch, memo.encode(memo.randomize(3, rng=rng)))
+            for _ in range(50)]
+    envs += [envelope("load_ms", 1, epoch, mean.encode(mean.randomize(1200.0, rng=rng)))
+             for _ in range(50)]
+    envs += [envelope("load_ms", 1, epoch, 2), envelope("memo_page", 1, epoch, "AAAA")]
+    body = (await post(client, envs)).json()
+    assert body["accepted"] == 100
+    assert [r["code"] for r in body["results"][-2:]] == ["bit_out_of_range", "bitvector_length"]
+    expected = [0] * memo.num_counters
+    for e in envs[:50]:
+        for c in memo.counters(memo.decode(e.payload)):
+            expected[c] += 1
+    assert await tallies(redis_url, "memo_page") == {epoch: (expected, 50)}
+    assert (await tallies(redis_url, "load_ms"))[epoch][1] == 50
+
+
 async def test_retried_batch_counts_once_and_tokens_once(
     client: httpx.AsyncClient, redis_url: str
 ) -> None:
@@ -178,8 +219,10 @@ async def test_retried_batch_counts_once_and_tokens_once(
     # Device 3 sends another report (new report id, same token) in the same epoch.
     reuse = envelope("browser", 1, epoch, 0, device=3)
     out = (await post(client, [reuse, envelope("browser", 1, epoch, 0, device=99)])).json()
-    assert out["results"] == [{"status": "rejected", "code": "token_reused"},
-                              {"status": "accepted", "code": None}]
+    assert out["results"] == [
+        {"status": "rejected", "code": "token_reused"},
+        {"status": "accepted", "code": None},
+    ]
     assert await tallies(redis_url, "browser") == {epoch: ([11, 10, 10, 10], 41)}
 
 
@@ -236,8 +279,12 @@ async def test_every_rejection_code_and_bad_reports_change_nothing(
         (b"not json", "invalid_json"),
         (b"[1, 2]", "batch_shape"),
         (orjson.dumps({"metric": ["a"]}), "batch_shape"),
-        (orjson.dumps({c: [] for c in ("metric", "version", "epoch", "report_id", "token",
-                                        "payload")}), "batch_size"),
+        (
+            orjson.dumps(
+                {c: [] for c in ("metric", "version", "epoch", "report_id", "token", "payload")}
+            ),
+            "batch_size",
+        ),
     ],
 )
 async def test_malformed_batches_are_400(client: httpx.AsyncClient, body: bytes, code: str) -> None:
@@ -254,29 +301,50 @@ async def test_body_limits_gzip_and_encodings(client: httpx.AsyncClient, redis_u
     epoch = today()
     envs = [envelope("browser", 1, epoch, i % 4) for i in range(1000)]
     packed = gzip.compress(orjson.dumps(encode_batch(envs)))
-    r = await client.post("/v1/reports", content=packed,
-                          headers={**INGEST, "Content-Encoding": "gzip",
-                                   "Content-Type": "application/json"})
+    r = await client.post(
+        "/v1/reports",
+        content=packed,
+        headers={**INGEST, "Content-Encoding": "gzip", "Content-Type": "application/json"},
+    )
     assert r.status_code == 200 and r.json()["accepted"] == 1000
     # A raw body over 1 MiB.
     big = b'{"metric": ["' + b"x" * (1 << 20) + b'"]}'
-    assert_problem(await client.post("/v1/reports", content=big, headers=INGEST),
-                   413, "body_too_large")
+    assert_problem(
+        await client.post("/v1/reports", content=big, headers=INGEST), 413, "body_too_large"
+    )
     # A gzip bomb: 64 MiB of zeros in ~64 KiB.
     bomb = gzip.compress(b"0" * (64 << 20), compresslevel=9)
     assert len(bomb) < (1 << 20)
-    assert_problem(await client.post("/v1/reports", content=bomb,
-                                     headers={**INGEST, "Content-Encoding": "gzip"}),
-                   413, "body_too_large")
-    assert_problem(await client.post("/v1/reports", content=b"x",
-                                     headers={**INGEST, "Content-Encoding": "br"}),
-                   415, "unsupported_encoding")
-    assert_problem(await client.post("/v1/reports", content=b"\x1f\x8bnot gzip",
-                                     headers={**INGEST, "Content-Encoding": "gzip"}),
-                   400, "invalid_gzip")
-    assert_problem(await client.post("/v1/reports", content=b"{}",
-                                     headers={**INGEST, "Content-Type": "text/plain"}),
-                   415, "unsupported_media_type")
+    assert_problem(
+        await client.post(
+            "/v1/reports", content=bomb, headers={**INGEST, "Content-Encoding": "gzip"}
+        ),
+        413,
+        "body_too_large",
+    )
+    assert_problem(
+        await client.post(
+            "/v1/reports", content=b"x", headers={**INGEST, "Content-Encoding": "br"}
+        ),
+        415,
+        "unsupported_encoding",
+    )
+    assert_problem(
+        await client.post(
+            "/v1/reports",
+            content=b"\x1f\x8bnot gzip",
+            headers={**INGEST, "Content-Encoding": "gzip"},
+        ),
+        400,
+        "invalid_gzip",
+    )
+    assert_problem(
+        await client.post(
+            "/v1/reports", content=b"{}", headers={**INGEST, "Content-Type": "text/plain"}
+        ),
+        415,
+        "unsupported_media_type",
+    )
     assert (await tallies(redis_url, "browser"))[epoch][1] == 1000
 
 
@@ -309,7 +377,7 @@ async def test_health_ready_and_prometheus(client: httpx.AsyncClient) -> None:
     assert "ldp_reports_duplicate_total 1\n" in text
     assert 'ldp_reports_rejected_total{reason="bucket_out_of_range"} 1\n' in text
     assert 'ldp_batches_refused_total{code="invalid_json"} 1\n' in text
-    assert 'ldp_batch_seconds_count 1\n' in text
+    assert "ldp_batch_seconds_count 1\n" in text
 
 
 async def test_no_report_id_or_token_in_clear_anywhere_in_redis(
@@ -319,11 +387,13 @@ async def test_no_report_id_or_token_in_clear_anywhere_in_redis(
     rng = random.Random(3)
     page = MetricSpec.from_json(SPECS["page"]).build()
     envs = [envelope("browser", 1, epoch, rng.randrange(4)) for _ in range(100)]
-    envs += [envelope("page", 1, epoch, page.encode(page.randomize(1, rng=rng)))
-             for _ in range(100)]
+    envs += [
+        envelope("page", 1, epoch, page.encode(page.randomize(1, rng=rng))) for _ in range(100)
+    ]
     olh = MetricSpec.from_json(SPECS["country"]).build()
-    envs += [envelope("country", 1, epoch, olh.encode(olh.randomize(7, rng=rng)))
-             for _ in range(100)]
+    envs += [
+        envelope("country", 1, epoch, olh.encode(olh.randomize(7, rng=rng))) for _ in range(100)
+    ]
     envs += [envelope("browser", 1, epoch, 9)]  # a rejected one, too
     assert (await post(client, envs)).json()["accepted"] == 300
     secrets_seen = set()
@@ -332,8 +402,8 @@ async def test_no_report_id_or_token_in_clear_anywhere_in_redis(
             secrets_seen |= {text.encode(), bytes.fromhex(text)}
             # Any 8-byte window of the raw value, too (no truncated copies).
             raw = bytes.fromhex(text)
-            secrets_seen |= {raw[i:i + 8] for i in range(len(raw) - 7)}
-            secrets_seen |= {text[i:i + 16].encode() for i in range(len(text) - 15)}
+            secrets_seen |= {raw[i : i + 8] for i in range(len(raw) - 7)}
+            secrets_seen |= {text[i : i + 16].encode() for i in range(len(text) - 15)}
     blobs: list[bytes] = []
     with redis.Redis.from_url(redis_url) as r:
         keys = list(r.scan_iter(count=1000))
@@ -353,3 +423,31 @@ async def test_no_report_id_or_token_in_clear_anywhere_in_redis(
     everything = b"\n".join(blobs)
     leaked = [s for s in secrets_seen if s in everything]
     assert leaked == []
+
+
+async def test_concurrent_retries_count_each_report_once(
+    client: httpx.AsyncClient, redis_url: str
+) -> None:
+    import asyncio
+
+    epoch = today()
+    envs = [envelope("browser", 1, epoch, i % 4, device=i) for i in range(300)]
+    replies = await asyncio.gather(*(post(client, envs) for _ in range(8)))
+    bodies = [r.json() for r in replies]
+    assert sum(b["accepted"] for b in bodies) == 300
+    assert sum(b["duplicates"] for b in bodies) == 7 * 300
+    for i in range(300):  # each report accepted by exactly one of the 8 posts
+        assert [b["results"][i]["status"] for b in bodies].count("accepted") == 1
+    assert await tallies(redis_url, "browser") == {epoch: ([75, 75, 75, 75], 300)}
+
+
+async def test_scripts_flushed_from_redis_are_loaded_again(
+    client: httpx.AsyncClient, redis_url: str
+) -> None:
+    with redis.Redis.from_url(redis_url) as r:
+        r.script_flush()
+    out = (await post(client, [envelope("browser", 1, today(), 3)])).json()
+    assert out["accepted"] == 1
+    with redis.Redis.from_url(redis_url) as r:
+        r.script_flush()
+    assert (await client.get("/readyz")).json() == {"ready": True}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -52,29 +55,41 @@ def workload() -> list[list[Envelope]]:
     for device in range(600):
         e = epoch - device % 2
         envs.append(envelope("browser", 1, e, rng.randrange(4), device=device))
-        envs.append(envelope("page", 1, e, page.encode(page.randomize(rng.randrange(20), rng=rng)),
-                             device=device))
-        envs.append(envelope("country", 1, e, olh.encode(olh.randomize(rng.randrange(50),
-                                                                       rng=rng)), device=device))
+        envs.append(
+            envelope(
+                "page", 1, e, page.encode(page.randomize(rng.randrange(20), rng=rng)), device=device
+            )
+        )
+        envs.append(
+            envelope(
+                "country",
+                1,
+                e,
+                olh.encode(olh.randomize(rng.randrange(50), rng=rng)),
+                device=device,
+            )
+        )
     envs += envs[:50]  # retries
     envs += [envelope("browser", 1, epoch, 0, device=d) for d in range(0, 40, 2)]  # token reuse
     rng.shuffle(envs)
-    return [envs[i:i + 500] for i in range(0, len(envs), 500)]
+    return [envs[i : i + 500] for i in range(0, len(envs), 500)]
 
 
 async def run(settings: Settings) -> tuple[list[tuple[int, int, int]], dict[str, object]]:
     counts = []
     async with asgi_client(create_app(settings, clock=lambda: NOW)) as client:
         for body in SPECS.values():
-            assert (await client.post("/v1/metrics", json=body,
-                                      headers=auth(ADMIN_KEY))).status_code == 201
+            assert (
+                await client.post("/v1/metrics", json=body, headers=auth(ADMIN_KEY))
+            ).status_code == 201
         for batch in workload():
-            r = await client.post("/v1/reports", json=encode_batch(batch),
-                                  headers=auth(INGEST_KEY))
+            r = await client.post("/v1/reports", json=encode_batch(batch), headers=auth(INGEST_KEY))
             assert r.status_code == 200, r.text
             b = r.json()
             counts.append((b["accepted"], b["duplicates"], b["rejected"]))
         assert (await client.get("/readyz")).json() == {"ready": True}
+        listed = (await client.get("/v1/metrics", headers=auth(INGEST_KEY))).json()["metrics"]
+        assert sorted(m["name"] for m in listed) == sorted(SPECS)
     if settings.redis_cluster_nodes:
         store = Store.connect(cluster_nodes=settings.cluster_nodes())
     else:
@@ -93,10 +108,13 @@ async def run(settings: Settings) -> tuple[list[tuple[int, int, int]], dict[str,
 async def test_cluster_and_single_node_agree(cluster_nodes: str, redis_url: str) -> None:
     common = {"env": "dev", "admin_keys": ADMIN_KEY, "ingest_keys": INGEST_KEY}
     single = await run(Settings(redis_url=redis_url, **common))  # type: ignore[arg-type]
-    cluster = await run(Settings(redis_cluster_nodes=cluster_nodes, **common))  # type: ignore[arg-type]
+    cluster = await run(
+        Settings(redis_cluster_nodes=cluster_nodes, **common)  # type: ignore[arg-type]
+    )
     assert single == cluster
     counts, tallies = cluster
     assert sum(c[0] for c in counts) == 1800
+    assert sum(n for t in tallies.values() for _, n in t.values()) == 1800  # type: ignore[attr-defined]
     # 50 retries and 20 token reuses; which copy of a device's report wins depends on the
     # shuffled order, so a retry can surface as token_reused rather than duplicate.
     assert sum(c[1] + c[2] for c in counts) == 70
@@ -113,3 +131,40 @@ async def test_cluster_and_single_node_agree(cluster_nodes: str, redis_url: str)
         assert sum(1 for n in per_node if n > 0) >= 2
     finally:
         rc.close()
+
+
+async def test_a_master_going_away_gives_503_then_recovers(tmp_path: Path) -> None:
+    """A cluster of its own (the session cluster stays intact): stop one master, restart it."""
+    cluster = RedisClusterProcesses.start(tmp_path / "cluster")
+    try:
+        settings = Settings(redis_cluster_nodes=cluster.nodes_env, admin_keys=ADMIN_KEY,
+                            ingest_keys=INGEST_KEY, redis_timeout_seconds=1.0)
+        envs = [envelope("browser", 1, today(), i % 4) for i in range(200)]
+        body = encode_batch(envs)
+        async with asgi_client(create_app(settings)) as client:
+            r = await client.post("/v1/metrics", json=SPECS["browser"], headers=auth(ADMIN_KEY))
+            assert r.status_code == 201
+            r = await client.post("/v1/reports", json=body, headers=auth(INGEST_KEY))
+            assert r.json()["accepted"] == 200
+            # Every batch adds to the read index of its metric: stop the master of that slot.
+            rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", cluster.servers[0].port)])
+            try:
+                port = rc.get_node_from_key("ldp:{x:browser:1}:slots").port
+            finally:
+                rc.close()
+            victim = next(s for s in cluster.servers if s.port == port)
+            victim.stop()
+            r = await client.post("/v1/reports", json=body, headers=auth(INGEST_KEY))
+            assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+            assert (await client.get("/readyz")).status_code == 503
+            victim.restart()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                r = await client.post("/v1/reports", json=body, headers=auth(INGEST_KEY))
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.25)
+            assert r.status_code == 200
+            assert r.json()["duplicates"] == 200  # nothing counted twice across the outage
+    finally:
+        cluster.stop()

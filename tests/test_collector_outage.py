@@ -26,8 +26,13 @@ def anyio_backend() -> str:
 
 
 async def test_redis_down_gives_503_then_recovers(fresh_redis: RedisServer) -> None:
-    settings = Settings(env="dev", redis_url=fresh_redis.url, admin_keys=ADMIN_KEY,
-                        ingest_keys=INGEST_KEY, redis_timeout_seconds=1.0)
+    settings = Settings(
+        env="dev",
+        redis_url=fresh_redis.url,
+        admin_keys=ADMIN_KEY,
+        ingest_keys=INGEST_KEY,
+        redis_timeout_seconds=1.0,
+    )
     epoch = today()
     async with asgi_client(create_app(settings)) as client:
         r = await client.post("/v1/metrics", json=SPECS["browser"], headers=auth(ADMIN_KEY))
@@ -63,3 +68,26 @@ async def test_redis_down_gives_503_then_recovers(fresh_redis: RedisServer) -> N
         assert await store.read_tallies(spec, [epoch]) == {epoch: ([0, 10, 5, 0], 15)}
     finally:
         await store.close()
+
+
+async def test_collector_starts_while_redis_is_down(fresh_redis: RedisServer) -> None:
+    settings = Settings(
+        env="dev",
+        redis_url=fresh_redis.url,
+        admin_keys=ADMIN_KEY,
+        ingest_keys=INGEST_KEY,
+        redis_timeout_seconds=1.0,
+    )
+    fresh_redis.stop()
+    async with asgi_client(create_app(settings)) as client:
+        assert (await client.get("/healthz")).status_code == 200
+        assert (await client.get("/readyz")).status_code == 503
+        r = await client.post("/v1/metrics", json=SPECS["browser"], headers=auth(ADMIN_KEY))
+        assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+        fresh_redis.restart()
+        assert (await client.get("/readyz")).json() == {"ready": True}
+        r = await client.post("/v1/metrics", json=SPECS["browser"], headers=auth(ADMIN_KEY))
+        assert r.status_code == 201
+        env = envelope("browser", 1, today(), 1)
+        r = await client.post("/v1/reports", json=encode_batch([env]), headers=auth(INGEST_KEY))
+        assert r.json()["accepted"] == 1

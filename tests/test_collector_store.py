@@ -37,10 +37,21 @@ async def store(redis_url: str) -> AsyncIterator[Store]:
         await s.close()
 
 
-def valid(spec: MetricSpec, epoch: int, payload: object, device: int | None = None,
-          report_id: str | None = None) -> ValidReport:
-    env = envelope(spec.name, spec.version, epoch, payload, device=device,  # type: ignore[arg-type]
-                   report_id=report_id)
+def valid(
+    spec: MetricSpec,
+    epoch: int,
+    payload: object,
+    device: int | None = None,
+    report_id: str | None = None,
+) -> ValidReport:
+    env = envelope(
+        spec.name,
+        spec.version,
+        epoch,
+        payload,
+        device=device,  # type: ignore[arg-type]
+        report_id=report_id,
+    )
     m = spec.build()
     return ValidReport(spec, epoch, env.report_id, env.token, m.counters(m.decode(env.payload)))
 
@@ -85,8 +96,9 @@ async def test_tallies_are_exact_sums_over_shards(store: Store) -> None:
     m = spec.build()
     rng = random.Random(4)
     epoch = today()
-    reports = [valid(spec, epoch, m.encode(m.randomize(rng.randrange(20), rng=rng)))
-               for _ in range(400)]
+    reports = [
+        valid(spec, epoch, m.encode(m.randomize(rng.randrange(20), rng=rng))) for _ in range(400)
+    ]
     outcomes = await store.ingest(reports)
     assert outcomes == ["accepted"] * 400
     expected = [0] * m.num_counters
@@ -152,3 +164,30 @@ async def test_dedupe_state_expires_after_the_retention(store: Store) -> None:
         tallies = [k for k in client.scan_iter(match="ldp:{m:browser:1:*}:t")]
         assert client.ttl(tallies[0]) == -1  # tallies are kept
     assert expire_at == (epoch + 1) * 86400 + store.retention_seconds
+
+
+async def test_refused_reports_take_back_their_counters(store: Store) -> None:
+    """Multi-counter reports (OUE), an empty report, refusals inside one slot call."""
+    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["page"]))
+    m = spec.build()
+    epoch = today()
+    empty = valid(spec, epoch, m.encode(()), device=1)
+    three = valid(spec, epoch, m.encode((0, 5, 19)), device=2)
+    assert await store.ingest([empty, three]) == ["accepted", "accepted"]
+    again = valid(spec, epoch, m.encode((5, 6)), device=2)  # token reused
+    fresh = valid(spec, epoch, m.encode((6,)), device=3)
+    out = await store.ingest([three, again, empty, fresh, again])
+    assert out == ["duplicate", "token_reused", "duplicate", "accepted", "token_reused"]
+    expected = [0] * 20
+    for i in (0, 5, 19, 6):
+        expected[i] += 1
+    assert await store.read_tallies(spec, [epoch]) == {epoch: (expected, 3)}
+
+
+async def test_a_long_server_secret_is_accepted(redis_url: str) -> None:
+    store = Store.connect(redis_url, secret=b"s" * 100)
+    try:
+        spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+        assert await store.ingest([valid(spec, today(), 1)]) == ["accepted"]
+    finally:
+        await store.close()

@@ -325,3 +325,17 @@ def test_fleet_with_injected_transport(tmp_path: Path) -> None:
     assert len(set(transport.bodies[0]["token"])) == 500          # every device its own token
     assert fleet.counters().sent == 500
     fleet.close(0)
+
+
+def test_urllib_transport_contract(server: ScriptedCollector) -> None:
+    t = UrllibTransport(use_env_proxies=False)
+    assert t.send("GET", f"{server.url}/nope", {}, None, 5).status == 404
+    server.script.append(Reply(503, {"Retry-After": "7"}, b"down"))
+    answer = t.send("POST", f"{server.url}/v1/reports", {}, b"{}", 5)
+    assert (answer.status, answer.header("Retry-After"), answer.body) == (503, "7", b"down")
+    server.script.append(Reply(302, {"Location": "http://127.0.0.1:9/elsewhere"}, b""))
+    assert t.send("POST", f"{server.url}/v1/reports", {}, b"{}", 5).status == 302  # not followed
+    with pytest.raises(OSError):
+        t.send("GET", f"http://127.0.0.1:{free_port()}/v1/metrics", {}, None, 2)
+    with pytest.raises(ValueError, match="http"):
+        t.send("GET", "file:///etc/passwd", {}, None, 2)

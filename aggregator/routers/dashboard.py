@@ -38,8 +38,13 @@ _SESSION_SECONDS = 8 * 3600
 def _signed_in(settings: Settings, session: str) -> RedirectResponse:
     response = RedirectResponse("/", status_code=303)
     response.set_cookie(
-        SESSION_COOKIE, session, max_age=_SESSION_SECONDS, httponly=True, samesite="strict",
-        secure=settings.secure_cookies, path="/",
+        SESSION_COOKIE,
+        session,
+        max_age=_SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=settings.secure_cookies,
+        path="/",
     )
     return response
 
@@ -70,7 +75,12 @@ async def dashboard(
     options = EstimateOptions(confidence)
     for spec in (await store.list_metrics())[:MAX_METRICS]:
         body = await estimate_response(
-            store, spec, start=start, end=end, options=options, series=True,
+            store,
+            spec,
+            start=start,
+            end=end,
+            options=options,
+            series=True,
             max_epochs=settings.max_epochs,
         )
         body["series"] = body["series"][-SERIES_POINTS:]

@@ -37,9 +37,13 @@ async def get_estimate(
     """The estimate over epochs [start, end) (default: every epoch with data)."""
     spec = await load_spec(store, name, version)
     return await estimate_response(
-        store, spec, start=start, end=end,
+        store,
+        spec,
+        start=start,
+        end=end,
         options=EstimateOptions(confidence, consistent, simultaneous),
-        series=series == "epoch", max_epochs=settings.max_epochs,
+        series=series == "epoch",
+        max_epochs=settings.max_epochs,
     )
 
 
@@ -60,6 +64,13 @@ async def get_compare(
     """Which is larger, only when the interval of the difference excludes 0."""
     spec = await load_spec(store, name, version)
     return await compare(
-        store, spec, a=a, b=b, threshold=threshold, start=start, end=end,
-        confidence=confidence, max_epochs=settings.max_epochs,
+        store,
+        spec,
+        a=a,
+        b=b,
+        threshold=threshold,
+        start=start,
+        end=end,
+        confidence=confidence,
+        max_epochs=settings.max_epochs,
     )

@@ -28,6 +28,7 @@ async def readyz(store: StoreDep) -> dict[str, Any]:
     except Exception:  # any failure means not ready
         ok = False
     if not ok:
-        raise Problem(503, "store_unavailable", "Redis does not answer",
-                      headers={"Retry-After": "5"})
+        raise Problem(
+            503, "store_unavailable", "Redis does not answer", headers={"Retry-After": "5"}
+        )
     return {"status": "ready"}

@@ -30,6 +30,9 @@ SPECS: dict[str, dict[str, Any]] = {
     "dark_mode": {"name": "dark_mode", "kind": "boolean", "epsilon": 1.0,
                   "mechanism": "binary_rr"},
     "load_ms": {"name": "load_ms", "kind": "numeric", "epsilon": 1.0, "lo": 0, "hi": 5000},
+    "memo_page": {"name": "memo_page", "kind": "categorical", "epsilon": 1.0,
+                  "domain": [f"p{i}" for i in range(10)], "mechanism": "oue",
+                  "longitudinal": {"epsilon_inf": 4.0}},
 }
 
 

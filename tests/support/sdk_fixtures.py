@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BROWSERS", "many_metrics", "spool_rows", "specs"]
+__all__ = ["BROWSERS", "many_metrics", "specs", "spool_rows"]
 
 #: Distinctive category names: a leak of a true value is a plain substring search.
 BROWSERS = ["zebrafox-7f3a", "quokkachrome-91c2", "narwhalsafari-5be0"]

@@ -25,7 +25,17 @@ from typing import Any
 
 from ldp_core.wire import decode_batch
 
-__all__ = ["Reply", "Seen", "ScriptedCollector", "problem"]
+__all__ = ["Reply", "ScriptedCollector", "Seen", "problem"]
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a killed sender) is expected here, not an error."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -51,8 +61,9 @@ class Seen:
 
 
 def problem(status: int, code: str) -> Reply:
-    body = json.dumps({"type": "about:blank", "title": code, "status": status,
-                       "detail": code, "code": code}).encode()
+    body = json.dumps(
+        {"type": "about:blank", "title": code, "status": status, "detail": code, "code": code}
+    ).encode()
     return Reply(status, {"Content-Type": "application/problem+json"}, body)
 
 
@@ -69,7 +80,7 @@ class ScriptedCollector:
         self._tokens: set[str] = set()
         self.lock = threading.Lock()
         self.on_batch: Callable[[], None] | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._server = _QuietServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -82,8 +93,9 @@ class ScriptedCollector:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> ScriptedCollector:
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -168,16 +180,30 @@ class ScriptedCollector:
                     self._answer(reply.status, reply.headers, reply.body)
                     return
                 results = outer._store(json.loads(raw))
-                counts = {s: sum(r["status"] == s for r in results)
-                          for s in ("accepted", "duplicate", "rejected")}
-                body = json.dumps({"accepted": counts["accepted"],
-                                   "duplicates": counts["duplicate"],
-                                   "rejected": counts["rejected"], "results": results}).encode()
+                counts = {
+                    s: sum(r["status"] == s for r in results)
+                    for s in ("accepted", "duplicate", "rejected")
+                }
+                body = json.dumps(
+                    {
+                        "accepted": counts["accepted"],
+                        "duplicates": counts["duplicate"],
+                        "rejected": counts["rejected"],
+                        "results": results,
+                    }
+                ).encode()
                 self._answer(200, {"Content-Type": "application/json"}, body)
 
         return Handler
 
     def _record_request(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         with self.lock:
-            self.requests.append(Seen(time.monotonic(), handler.command, handler.path,
-                                      {k.lower(): v for k, v in handler.headers.items()}, body))
+            self.requests.append(
+                Seen(
+                    time.monotonic(),
+                    handler.command,
+                    handler.path,
+                    {k.lower(): v for k, v in handler.headers.items()},
+                    body,
+                )
+            )

@@ -35,8 +35,19 @@ def reports_for(t: Sequence[int], n: int) -> list[tuple[int, ...]]:
     return [tuple(p) for p in per]
 
 
+def _connect(url: str) -> Store:
+    """A store for a redis:// URL, or for "cluster:host:port,host:port" (Redis Cluster)."""
+    if url.startswith("cluster:"):
+        nodes = []
+        for item in url.removeprefix("cluster:").split(","):
+            host, _, port = item.rpartition(":")
+            nodes.append((host, int(port)))
+        return Store.connect(cluster_nodes=nodes)
+    return Store.connect(url)
+
+
 async def _register(url: str, spec_json: dict[str, Any]) -> MetricSpec:
-    store = Store.connect(url)
+    store = _connect(url)
     try:
         spec, _ = await store.create_metric(MetricSpec.from_json(spec_json))
         return spec
@@ -50,7 +61,7 @@ def register(url: str, spec_json: dict[str, Any]) -> MetricSpec:
 
 
 async def _write(url: str, spec: MetricSpec, epochs: dict[int, tuple[Sequence[int], int]]) -> None:
-    store = Store.connect(url)
+    store = _connect(url)
     try:
         for epoch, (t, n) in epochs.items():
             reports = [

@@ -1,0 +1,221 @@
+"""Processes the service benchmarks start: Redis and uvicorn apps, all on 127.0.0.1.
+
+Every process is started by us, waited for with a bounded deadline and stopped
+by its own pid (SIGTERM, then SIGKILL).  Nothing here listens beyond loopback.
+
+>>> with Stack.start(workers=1) as stack:          # doctest: +SKIP
+...     spec = stack.register({"name": "b", "kind": "categorical", ...})
+...     stack.collector_url
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from collector.redis_server import RedisServer, free_port
+
+__all__ = [
+    "ADMIN_KEY",
+    "ANALYST_KEY",
+    "INGEST_KEY",
+    "REPO_ROOT",
+    "Service",
+    "Stack",
+    "redis_cpu_seconds",
+    "start_uvicorn",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ADMIN_KEY = "bench-admin-key-0123456789abcdef"
+INGEST_KEY = "bench-ingest-key-0123456789abcdef"
+ANALYST_KEY = "bench-analyst-key-0123456789abcdef"
+
+
+@dataclass
+class Service:
+    """A uvicorn subprocess serving one ASGI factory on 127.0.0.1:port."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, path: str, timeout: float) -> None:
+        """Poll ``path`` until it answers 200, else stop and raise with the log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"uvicorn exited: {self.log_path.read_text(errors='replace')}")
+            try:
+                with urllib.request.urlopen(self.url + path, timeout=1.0) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.url}{path} not ready in {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM our pid, then SIGKILL if it lingers."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_uvicorn(
+    factory: str,
+    env: Mapping[str, str],
+    log_dir: Path,
+    *,
+    workers: int = 1,
+    ready_path: str = "/healthz",
+    timeout: float = 60.0,
+) -> Service:
+    """``uvicorn --factory <factory>`` on a free loopback port with ``workers`` processes."""
+    port = free_port()
+    log_path = log_dir / f"uvicorn-{port}.log"
+    full_env = {**os.environ, **env}
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p
+    )
+    argv = [
+        sys.executable, "-m", "uvicorn", "--factory", factory,
+        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+        "--no-access-log", "--log-level", "warning",
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    service = Service(port, process, log_path)
+    service.wait_ready(ready_path, timeout)
+    return service
+
+
+def redis_cpu_seconds(url: str) -> float:
+    """used_cpu_user + used_cpu_sys of the Redis server (its own accounting)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        info = client.info("cpu")
+    finally:
+        client.close()
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+@dataclass
+class Stack:
+    """A private Redis and, on demand, collectors and other apps on loopback."""
+
+    redis: RedisServer
+    folder: Path
+    services: list[Service] = field(default_factory=list)
+    _tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @classmethod
+    def start(cls) -> Stack:
+        """Start a private redis-server (append-only, everysec) in a temporary folder."""
+        tmp = tempfile.TemporaryDirectory(prefix="ldp-bench-")
+        folder = Path(tmp.name)
+        server = RedisServer.start(folder / "redis")
+        return cls(server, folder, [], tmp)
+
+    @property
+    def redis_url(self) -> str:
+        return str(self.redis.url)
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Collector settings: dev mode, bench keys, no rate limit, our Redis."""
+        out = {
+            "LDP_ENV": "dev",
+            "LDP_REDIS_URL": self.redis_url,
+            "LDP_ADMIN_KEYS": ADMIN_KEY,
+            "LDP_INGEST_KEYS": INGEST_KEY,
+            "LDP_ANALYST_KEYS": ANALYST_KEY,
+            "LDP_RATE_LIMIT_PER_SECOND": "0",
+            "LDP_LOG_LEVEL": "WARNING",
+        }
+        out.update(extra or {})
+        return out
+
+    def collector(self, workers: int = 1) -> Service:
+        """The real collector (full validation, exactly-once dedupe)."""
+        svc = start_uvicorn(
+            "collector.app:create_app", self.env(), self.folder, workers=workers
+        )
+        self.services.append(svc)
+        return svc
+
+    def app(self, factory: str, workers: int = 1, ready_path: str = "/healthz") -> Service:
+        """Any ASGI factory with the same environment (e.g. the minimal endpoint)."""
+        svc = start_uvicorn(factory, self.env(), self.folder, workers=workers,
+                            ready_path=ready_path)
+        self.services.append(svc)
+        return svc
+
+    def flush_redis(self) -> None:
+        """Drop every key (between runs, so memory and dedupe start clean)."""
+        import redis
+
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
+    @staticmethod
+    def register(collector_url: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """POST /v1/metrics with the admin key -> the stored spec JSON (with version)."""
+        request = urllib.request.Request(  # noqa: S310 - loopback URL we built
+            collector_url + "/v1/metrics",
+            data=json.dumps(spec).encode(),
+            headers={"Authorization": f"Bearer {ADMIN_KEY}",
+                     "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310
+            stored: dict[str, Any] = json.loads(resp.read())
+        return stored
+
+    def stop(self) -> None:
+        """Stop every process we started, by pid, then remove the folder."""
+        for svc in self.services:
+            svc.stop()
+        self.services.clear()
+        self.redis.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

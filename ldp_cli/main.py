@@ -1,0 +1,155 @@
+"""The ``ldp`` command: one entry point for the whole system.
+
+    ldp up        [--host --collector-port --aggregator-port --data]
+    ldp demo      [--devices 20000] [--data DIR] [--keep]
+    ldp metric    create NAME --kind K --epsilon E ... | create --spec FILE | list
+    ldp estimate  NAME [--start --end --confidence --consistent --json]
+    ldp plot      NAME -o file.png [--start --end --confidence]
+    ldp audit     [--epsilons 0.5,1,2 --trials N --seed S]   (exit 1 on a violation)
+    ldp bench     [args for benchmarks/run_all.py]
+
+Services are started as processes (uvicorn), never imported; queries go
+through the HTTP APIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ldp_cli.api import ApiError
+from ldp_cli.connect import ConfigMissing, add_connection_arguments
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _up(args: argparse.Namespace) -> int:
+    from ldp_cli.up import cmd_up
+
+    return cmd_up(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ldp_cli.demo import cmd_demo
+
+    return cmd_demo(args)
+
+
+def _query(name: str) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        from ldp_cli import query
+
+        handler: Handler = getattr(query, name)
+        return handler(args)
+
+    return run
+
+
+def _ops(name: str) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        from ldp_cli import ops
+
+        handler: Handler = getattr(ops, name)
+        return handler(args)
+
+    return run
+
+
+def _window(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--start", type=int, help="first epoch number (inclusive)")
+    p.add_argument("--end", type=int, help="epoch number after the window")
+    p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ldp_cli.up import add_arguments
+
+    parser = argparse.ArgumentParser(prog="ldp", description="local-DP telemetry")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="run embedded Redis + collector + aggregator")
+    add_arguments(up, default_ports=(8000, 8001))
+    up.add_argument(
+        "--data", help="data folder (default $LDP_DATA_DIR or ~/.local/share/ldp-telemetry)"
+    )
+    up.set_defaults(handler=_up)
+
+    demo = sub.add_parser("demo", help="survey, audit, then a simulated fleet end to end")
+    demo.add_argument("--devices", type=int, default=20_000, help="default 20000")
+    demo.add_argument("--data", help="data folder (default: a throwaway one)")
+    demo.add_argument("--keep", action="store_true", help="keep the services running")
+    demo.add_argument("--seed", type=int, default=2026, help="seed of the true values")
+    demo.add_argument("--timeout", type=float, default=300.0, help="fleet deadline (s)")
+    add_arguments(demo, default_ports=(0, 0))
+    demo.set_defaults(handler=_demo)
+
+    metric = sub.add_parser("metric", help="register or list metrics (collector, admin key)")
+    msub = metric.add_subparsers(dest="metric_command", required=True, metavar="ACTION")
+    create = msub.add_parser("create", help="register a metric (a new version if it changed)")
+    create.add_argument("name", nargs="?")
+    create.add_argument("--spec", help="a JSON spec file ('-': stdin) instead of the flags")
+    create.add_argument("--kind", choices=("boolean", "categorical", "numeric"))
+    create.add_argument("--epsilon", type=float)
+    create.add_argument("--domain", help="categories, comma-separated")
+    create.add_argument("--lo", type=float)
+    create.add_argument("--hi", type=float)
+    create.add_argument("--mechanism", default="auto")
+    create.add_argument("--epoch", default="day", choices=("hour", "day"))
+    create.add_argument("--unit", default="device")
+    create.add_argument("--epsilon-inf", type=float, help="two-level lifetime epsilon")
+    create.add_argument("--min-reports", type=int, default=100)
+    add_connection_arguments(create, "collector")
+    create.set_defaults(handler=_query("cmd_metric_create"))
+    listing = msub.add_parser("list", help="the registered metrics")
+    listing.add_argument("--json", action="store_true")
+    add_connection_arguments(listing, "collector")
+    listing.set_defaults(handler=_query("cmd_metric_list"))
+
+    est = sub.add_parser("estimate", help="a metric's estimate with intervals (aggregator)")
+    est.add_argument("name")
+    _window(est)
+    est.add_argument("--consistent", action="store_true", help="add the consistent values")
+    est.add_argument("--json", action="store_true", help="the raw JSON")
+    add_connection_arguments(est, "aggregator")
+    est.set_defaults(handler=_query("cmd_estimate"))
+
+    plot = sub.add_parser("plot", help="a PNG of the estimate and its series")
+    plot.add_argument("name")
+    plot.add_argument("-o", "--output", required=True, help="the PNG file")
+    _window(plot)
+    add_connection_arguments(plot, "aggregator")
+    plot.set_defaults(handler=_query("cmd_plot"))
+
+    audit = sub.add_parser(
+        "audit",
+        help="empirical epsilon of every mechanism (exit 1 if "
+        "a lower bound exceeds its declared epsilon)",
+    )
+    audit.add_argument("--epsilons", default="0.5,1,2")
+    audit.add_argument("--trials", type=int, default=1_000_000)
+    audit.add_argument("--seed", type=int, default=0)
+    audit.set_defaults(handler=_ops("cmd_audit"))
+
+    bench = sub.add_parser("bench", help="run benchmarks/run_all.py")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(handler=_ops("cmd_bench"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except (ApiError, ConfigMissing, ValueError, OSError) as exc:
+        print(f"ldp {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""``ldp metric create|list``, ``ldp estimate NAME`` and ``ldp plot NAME``.
+
+All go through the services' HTTP APIs (collector for metrics, aggregator for
+estimates); nothing here reads Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ldp_cli.api import Api
+from ldp_cli.connect import api_for
+from ldp_cli.table import format_estimate
+
+__all__ = [
+    "cmd_estimate",
+    "cmd_metric_create",
+    "cmd_metric_list",
+    "cmd_plot",
+    "fetch_estimate",
+    "spec_from_args",
+]
+
+
+def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /v1/metrics body: from --spec FILE ('-' = stdin) or from the flags."""
+    if args.spec:
+        text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text()
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("the spec file must hold one JSON object")
+        return data
+    if not args.name or not args.kind or args.epsilon is None:
+        raise ValueError("give NAME --kind K --epsilon E (or --spec FILE)")
+    spec: dict[str, Any] = {
+        "name": args.name,
+        "kind": args.kind,
+        "epsilon": args.epsilon,
+        "mechanism": args.mechanism,
+        "epoch": args.epoch,
+        "unit": args.unit,
+        "min_reports": args.min_reports,
+    }
+    if args.kind == "categorical":
+        spec["domain"] = [v.strip() for v in (args.domain or "").split(",") if v.strip()]
+    if args.kind == "numeric":
+        spec["lo"], spec["hi"] = args.lo, args.hi
+    if args.epsilon_inf is not None:
+        spec["longitudinal"] = {"epsilon_inf": args.epsilon_inf}
+    return spec
+
+
+def cmd_metric_create(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    stored = api_for(args, "collector").post("/v1/metrics", spec)
+    print(json.dumps(stored, indent=2))
+    return 0
+
+
+def cmd_metric_list(args: argparse.Namespace) -> int:
+    metrics = api_for(args, "collector").get("/v1/metrics")["metrics"]
+    if args.json:
+        print(json.dumps(metrics, indent=2))
+        return 0
+    print(f"{'name':<28} {'ver':>3} {'kind':<12} {'mechanism':<14} {'epsilon':>7}  unit")
+    for m in metrics:
+        unit = f"per {m['unit']}, per metric, per {m['epoch']}"
+        print(
+            f"{m['name']:<28} {m['version']:>3} {m['kind']:<12} {m['mechanism']:<14} "
+            f"{m['epsilon']:>7g}  {unit}"
+        )
+    if not metrics:
+        print("(no metric registered)")
+    return 0
+
+
+def fetch_estimate(
+    api: Api, name: str, args: argparse.Namespace, series: bool = False
+) -> dict[str, Any]:
+    body: dict[str, Any] = api.get(
+        f"/v1/estimates/{name}",
+        start=args.start,
+        end=args.end,
+        confidence=args.confidence,
+        consistent=getattr(args, "consistent", False) or None,
+        series="epoch" if series else None,
+    )
+    return body
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    body = fetch_estimate(api_for(args, "aggregator"), args.name, args)
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print(format_estimate(body))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ldp_cli.plot import plot_estimate
+
+    body = fetch_estimate(api_for(args, "aggregator"), args.name, args, series=True)
+    plot_estimate(body, Path(args.output))
+    print(f"wrote {args.output}")
+    return 0

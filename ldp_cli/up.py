@@ -1,0 +1,120 @@
+"""``ldp up``: embedded Redis + collector + aggregator until Ctrl-C (SIGINT/SIGTERM).
+
+The keys are made on the first run in the data folder (0600) and printed
+once; later runs print where they are kept.  Data persists in DIR/redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from ldp_cli.keys import (
+    Keys,
+    clear_endpoints,
+    default_data_dir,
+    load_or_create_keys,
+    save_endpoints,
+)
+from ldp_cli.stack import Stack, StackError
+
+__all__ = ["add_arguments", "banner", "cmd_up", "start_stack", "wait_for_signal"]
+
+
+def add_arguments(p: argparse.ArgumentParser, *, default_ports: tuple[int, int]) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
+    p.add_argument(
+        "--collector-port",
+        type=int,
+        default=default_ports[0],
+        help=f"collector port (0: a free one; default {default_ports[0]})",
+    )
+    p.add_argument(
+        "--aggregator-port",
+        type=int,
+        default=default_ports[1],
+        help=f"aggregator port (0: a free one; default {default_ports[1]})",
+    )
+
+
+def start_stack(args: argparse.Namespace, data_dir: Path) -> tuple[Stack, Keys, bool]:
+    """Keys (made on first run) and the three services; env LDP_REDIS_URL skips Redis."""
+    keys, created = load_or_create_keys(data_dir)
+    stack = Stack.start(
+        data_dir,
+        keys,
+        host=args.host,
+        collector_port=args.collector_port,
+        aggregator_port=args.aggregator_port,
+        redis_url=os.environ.get("LDP_REDIS_URL") or None,
+        cluster_nodes=os.environ.get("LDP_REDIS_CLUSTER_NODES") or None,
+    )
+    save_endpoints(data_dir, {"collector": stack.collector_url, "aggregator": stack.aggregator_url})
+    return stack, keys, created
+
+
+def banner(stack: Stack, keys: Keys, created: bool, data_dir: Path, out: TextIO) -> None:
+    """The two base URLs; the keys only when they were just created."""
+    embedded = "embedded, append-only in " + str(data_dir / "redis") if stack.redis else "external"
+    print(f"collector:  {stack.collector_url}", file=out)
+    print(f"aggregator: {stack.aggregator_url}   (dashboard: {stack.aggregator_url}/)", file=out)
+    print(f"redis:      {embedded}", file=out)
+    print(f"data:       {data_dir}", file=out)
+    if created:
+        print(f"keys (shown this once; kept 0600 in {data_dir / 'keys.json'}):", file=out)
+        print(f"  admin    {keys.admin}", file=out)
+        print(f"  ingest   {keys.ingest}", file=out)
+        print(f"  analyst  {keys.analyst}", file=out)
+        print(f"dashboard sign-in link: {stack.aggregator_url}/?key={keys.analyst}", file=out)
+    else:
+        print(f"keys:       in {data_dir / 'keys.json'} (shown on the first run only)", file=out)
+    out.flush()
+
+
+def wait_for_signal(stack: Stack, out: TextIO) -> int:
+    """Block until SIGINT/SIGTERM (0) or a service dies on its own (1)."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        del frame
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(0.5):
+            dead = stack.dead()
+            if dead:
+                for service in dead:
+                    print(
+                        f"{service.name} exited ({service.process.returncode}):\n{service.tail()}",
+                        file=out,
+                    )
+                return 1
+        return 0
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data) if args.data else default_data_dir()
+    try:
+        stack, keys, created = start_stack(args, data_dir)
+    except (StackError, RuntimeError, OSError) as exc:
+        print(f"ldp up: {exc}", file=sys.stderr)
+        return 1
+    try:
+        banner(stack, keys, created, data_dir, sys.stdout)
+        print("running; Ctrl-C stops everything (data persists)", flush=True)
+        code = wait_for_signal(stack, sys.stderr)
+    finally:
+        stack.stop()
+        clear_endpoints(data_dir)
+    print("stopped", flush=True)
+    return code

@@ -1,0 +1,95 @@
+"""Smoke tests of the benchmark machinery (tiny sizes; no timing is asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import bench_core, bench_memory, bench_peers, loadgen, run_all  # noqa: E402
+from benchmarks._services import INGEST_KEY, Stack  # noqa: E402
+from benchmarks._table import median_seconds_within, table  # noqa: E402
+from benchmarks.bench_ingest import BENCH_SPEC  # noqa: E402
+from ldp_core.wire import decode_batch  # noqa: E402
+
+
+def test_table_and_budgeted_median() -> None:
+    text = table(("a", "bb"), [(1, 2), ("x", "yyy")])
+    assert text.splitlines()[0].startswith("| a ")
+    assert len(text.splitlines()) == 4
+    seconds, runs = median_seconds_within(lambda: None, repeats=3, budget=10)
+    assert runs == 3 and seconds >= 0
+
+
+def test_run_all_rejects_unknown_sections() -> None:
+    with pytest.raises(SystemExit):
+        run_all.main(["--only", "nope"])
+    assert set(run_all.SECTIONS) == {"mechanisms", "peers", "ingest", "memory", "e2e"}
+
+
+def test_aggregation_grid_has_one_column_per_n() -> None:
+    text = bench_core.aggregation_grid_table((1000, 2000), domains=(16,), budget=1)
+    lines = text.splitlines()
+    assert len(lines) == 2 + 3  # header, rule, grr/oue/olh
+    assert "ms at n = 2,000" in lines[0]
+
+
+def test_peers_section_skips_with_a_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench_peers, "available", lambda: "ModuleNotFoundError: pure_ldp")
+    text = bench_peers.section(quick=True)
+    assert "SKIPPED" in text and "[peers]" in text
+
+
+def test_peer_theory_matches_our_variance() -> None:
+    from aggregator.estimate import exact_count_variance
+    from ldp_core import mechanism
+
+    m = mechanism("grr", epsilon=1.0, domain_size=16)
+    counts = np.bincount(bench_peers.zipf_data(16, 5000), minlength=16)
+    ours = float(exact_count_variance(m, 5000, counts).sum())
+    assert bench_peers.theory_sum(m.p_star, m.q_star, 5000, counts) == pytest.approx(ours)
+
+
+def test_loadgen_requests_are_valid_batches() -> None:
+    requests = loadgen.build_requests("127.0.0.1:1", "k", "bench.ingest", 1, 7, "grr", 64, 1.0,
+                                      batch=5, count=3, use_gzip=False, seed=0)
+    assert len(requests) == 3
+    tokens = set()
+    for raw, size in requests:
+        head, body = raw.split(b"\r\n\r\n", 1)
+        assert size == 5 and f"Content-Length: {len(body)}".encode() in head
+        envelopes = decode_batch(orjson.loads(body))
+        assert len(envelopes) == 5
+        tokens |= {e.token for e in envelopes}
+    assert len(tokens) == 15  # every report a distinct device token
+
+
+@pytest.mark.timeout(120)
+def test_loadgen_against_the_real_collector() -> None:
+    with Stack.start() as stack:
+        svc = stack.collector(1)
+        stack.register(svc.url, BENCH_SPEC)
+        epoch = int(time.time() // 86400)
+        requests = loadgen.build_requests(
+            f"127.0.0.1:{svc.port}", INGEST_KEY, BENCH_SPEC["name"], 1, epoch, "grr",
+            len(BENCH_SPEC["domain"]), 1.0, batch=10, count=20, use_gzip=True, seed=1,
+        )
+        result = asyncio.run(loadgen.run(svc.url, requests, connections=2, duration=30))
+    assert result.errors == 0
+    assert result.requests == 20 and result.exhausted
+    assert result.accepted == result.reports == 200
+
+
+@pytest.mark.timeout(120)
+def test_redis_memory_splits_tallies_and_dedupe() -> None:
+    (row,) = bench_memory.redis_memory((2000,))
+    assert row["n"] == 2000 and row["tally"] > 0 and row["dedupe"] > 0
+    assert row["keys"] == 8  # 4 shards x (tally, dedupe)

@@ -1,0 +1,73 @@
+"""``ldp demo`` end to end at a small scale: real Redis, HTTP services, SDK fleet.
+
+The demo's true values use a fixed seed, but the SDK randomises with the OS
+CSPRNG (as on a device), so the estimates vary from run to run.  The check
+that every estimate lies within 6 stderr of the truth fails with probability
+<= 22 * 2e-9 < 1e-7 (normal approximation; 22 values at n = 2000).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.servers import REPO_ROOT
+
+
+def test_demo_small(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "ldp_cli.main", "demo", "--devices", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=170,
+        cwd=REPO_ROOT,
+        env=env,
+        check=False,
+    )
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 0, out[-3000:] + err[-3000:]
+    # (a), (b), (c) in order.
+    marks = [
+        out.index(m)
+        for m in (
+            "(a) Randomised-response survey",
+            "Randomised-response survey: 20,000 people",
+            "(b) Privacy audit",
+            "0 violations",
+            "every day for a year",
+            "(c) The system end to end",
+            "demo.crashed v1: boolean, mechanism",
+            "demo.browser v1: categorical, mechanism",
+            "demo.session_minutes v1: numeric, mechanism",
+            "\ndashboard: http://",
+            "stopped everything the demo started",
+        )
+    ]
+    assert marks == sorted(marks)
+    # The progress bar goes to stderr, never to stdout.
+    assert "2,000 devices reporting" in err and "6,000 reports delivered" in err
+    assert "devices reporting" not in out
+    # Each estimate with its epsilon, unit, n and interval, beside the truth.
+    assert out.count("n = 2000 reports, 95% intervals") == 3
+    assert "epsilon = 2 per report, per device, per metric, per day" in out
+    rows = re.findall(
+        r"^(\S.*?)\s+(-?\d+\.\d+)\s+(\d+\.\d+)\s+\[\s*(-?\d+\.\d+),\s+(-?\d+\.\d+)\]\s+"
+        r"(-?\d+\.\d+)\s+(yes|NO)$",
+        out,
+        re.M,
+    )
+    assert len(rows) == 1 + 20 + 1, out
+    for label, value, stderr, _low, _high, truth, _inside in rows:
+        assert abs(float(value) - float(truth)) <= 6 * float(stderr), label
+    # Everything it started is stopped: the printed ports are closed, the folder is gone.
+    for url in re.findall(r"^(?:collector|aggregator):\s+http://127\.0\.0\.1:(\d+)", out, re.M):
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", int(url))) != 0
+    folder = re.search(r"^data:\s+(\S+)", out, re.M)
+    assert folder and not Path(folder.group(1)).exists()

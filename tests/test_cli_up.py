@@ -1,0 +1,214 @@
+"""``ldp up`` as a real process, then the query commands against it over HTTP.
+
+First run: keys made (0600) and printed once, the two URLs printed; a metric
+is created with ``ldp metric create``; a small fleet reports through the real
+SDK; ``ldp estimate`` / ``--json`` / ``ldp plot`` read it back.  SIGINT stops
+everything; a second ``ldp up`` on the same folder prints no key and still
+has the data (Redis append-only file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from client_sdk import Fleet
+from collector.redis_server import RedisServer
+from tests.support.servers import REPO_ROOT
+
+DEVICES = 1500
+
+
+def ldp_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ldp_cli.main", *args]
+
+
+def run_ldp(*args: str, data: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    return subprocess.run(
+        ldp_argv(*args, "--data", str(data)),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+        env=env,
+        check=False,
+    )
+
+
+class Up:
+    """An ``ldp up`` process whose stdout goes to a file we poll (bounded)."""
+
+    def __init__(self, data: Path, log: Path, env_extra: dict[str, str] | None = None) -> None:
+        self.log = log
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+        env.update(env_extra or {})
+        with open(log, "w") as out:
+            # A session of its own, like a shell job: Ctrl-C reaches its whole group.
+            self.process = subprocess.Popen(
+                ldp_argv(
+                    "up", "--data", str(data), "--collector-port", "0", "--aggregator-port", "0"
+                ),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO_ROOT,
+                env=env,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while "running;" not in self.text():
+            assert self.process.poll() is None, self.text()
+            assert time.monotonic() < deadline, self.text()
+            time.sleep(0.1)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def url(self, name: str) -> str:
+        found = re.search(rf"^{name}:\s+(http://\S+)", self.text(), re.M)
+        assert found, self.text()
+        return found.group(1)
+
+    def stop(self, sig: signal.Signals = signal.SIGINT, group: bool = False) -> int:
+        """``group``: to the whole process group, as a terminal's Ctrl-C does."""
+        if group:
+            os.killpg(self.process.pid, sig)
+        else:
+            self.process.send_signal(sig)
+        return self.process.wait(30)
+
+    def kill(self) -> None:
+        """Cleanup after a failure: SIGKILL our process group (ldp and its Redis).
+
+        The uvicorn services get SIGTERM from the kernel when ldp dies
+        (PR_SET_PDEATHSIG, see ``ldp_cli.stack``).
+        """
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+def port_open(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "ldp-data"
+
+
+def test_up_query_stop_and_restart(data: Path, tmp_path: Path) -> None:
+    up = Up(data, tmp_path / "up1.log")
+    try:
+        first = up.text()
+        keys = json.loads((data / "keys.json").read_text())
+        assert stat.S_IMODE((data / "keys.json").stat().st_mode) == 0o600
+        for role in ("admin", "ingest", "analyst"):
+            assert keys[role] in first and len(keys[role]) >= 40
+        collector, aggregator = up.url("collector"), up.url("aggregator")
+        assert collector.startswith("http://127.0.0.1:")
+
+        created = run_ldp(
+            "metric",
+            "create",
+            "theme",
+            "--kind",
+            "categorical",
+            "--domain",
+            "light,dark,auto",
+            "--epsilon",
+            "2",
+            "--min-reports",
+            "100",
+            data=data,
+        )
+        assert created.returncode == 0, created.stderr
+        assert json.loads(created.stdout)["version"] == 1
+        bad = run_ldp(
+            "metric", "create", "Bad Name", "--kind", "boolean", "--epsilon", "1", data=data
+        )
+        assert bad.returncode == 1 and "invalid_spec" in bad.stderr
+        listed = run_ldp("metric", "list", data=data)
+        assert listed.returncode == 0 and "theme" in listed.stdout
+        assert "per device, per metric, per day" in listed.stdout
+
+        fleet = Fleet(collector, api_key=keys["ingest"], background=False)
+        assert fleet.refresh_metrics(10)
+        for i in range(DEVICES):
+            assert fleet.device().record("theme", ("light", "dark", "auto")[i % 3]).ok
+        assert fleet.flush(60)
+        fleet.close(1)
+
+        table = run_ldp("estimate", "theme", data=data)
+        assert table.returncode == 0, table.stderr
+        assert f"n = {DEVICES} reports" in table.stdout
+        assert "epsilon = 2 per report, per device, per metric, per day" in table.stdout
+        rows = [line.split()[0] for line in table.stdout.splitlines()[3:]]
+        assert rows == ["light", "dark", "auto"]
+        raw = run_ldp("estimate", "theme", "--json", "--confidence", "0.9", data=data)
+        body = json.loads(raw.stdout)
+        assert body["confidence"] == 0.9 and body["n"] == DEVICES
+        missing = run_ldp("estimate", "nope", data=data)
+        assert missing.returncode == 1 and "unknown_metric" in missing.stderr
+
+        png = tmp_path / "theme.png"
+        plotted = run_ldp("plot", "theme", "-o", str(png), data=data)
+        assert plotted.returncode == 0, plotted.stderr
+        assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+
+        assert up.stop(signal.SIGINT, group=True) == 0
+        assert "stopped" in up.text()
+        assert not port_open(collector) and not port_open(aggregator)
+        assert "ready to exit" in (data / "redis" / "redis.log").read_text()
+        for secret in keys.values():
+            for log in (data / "logs").iterdir():
+                assert secret not in log.read_text()
+    finally:
+        up.kill()
+
+    again = Up(data, tmp_path / "up2.log")
+    try:
+        second = again.text()
+        assert "shown on the first run only" in second
+        assert all(k not in second for k in keys.values())
+        table = run_ldp("estimate", "theme", data=data)
+        assert f"n = {DEVICES} reports" in table.stdout, table.stdout + table.stderr
+        assert again.stop(signal.SIGTERM) == 0
+        assert "stopped" in again.text()
+    finally:
+        again.kill()
+
+
+def test_up_with_an_external_redis(data: Path, tmp_path: Path, redis_server: RedisServer) -> None:
+    up = Up(data, tmp_path / "up.log", {"LDP_REDIS_URL": redis_server.url})
+    try:
+        assert "redis:      external" in up.text()
+        assert not (data / "redis").exists()
+        listed = run_ldp("metric", "list", data=data)
+        assert listed.returncode == 0, listed.stderr
+        assert up.stop(signal.SIGTERM) == 0
+    finally:
+        up.kill()
+    assert redis_server.ping()
+
+
+def test_estimate_without_a_running_system_says_so(data: Path) -> None:
+    done = run_ldp("estimate", "theme", data=data)
+    assert done.returncode == 1
+    assert "no aggregator URL" in done.stderr

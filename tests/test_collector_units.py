@@ -1,0 +1,129 @@
+"""Pure parts of the collector: settings, keys, rate limit, body limits, epochs, telemetry."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+from pydantic import ValidationError
+
+from collector.auth import KeyRing, RateLimiter, bearer_key
+from collector.ingest import EpochWindow, inflate
+from collector.problems import Problem
+from collector.settings import Settings
+from collector.telemetry import Telemetry
+from ldp_core.metric import MetricSpec
+from tests.support.reports import SPECS
+
+LONG = "k" * 24
+
+
+def test_dev_settings_and_secrets_stay_out_of_repr() -> None:
+    s = Settings(env="dev", ingest_keys="abc, def ,,", admin_keys="admin-key-123")
+    assert s.keys_by_role() == {
+        "ingest": ("abc", "def"),
+        "admin": ("admin-key-123",),
+        "analyst": (),
+    }
+    assert "admin-key-123" not in repr(s) and "abc" not in str(s)
+    assert Settings(redis_cluster_nodes="127.0.0.1:7000,h:7001").cluster_nodes() == [
+        ("127.0.0.1", 7000),
+        ("h", 7001),
+    ]
+    assert Settings(redis_url="redis://:pw@127.0.0.1:1/0").redis_target == "redis://127.0.0.1:1/0"
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"ingest_keys": LONG, "redis_url": "redis://x"}, "LDP_ADMIN_KEYS is empty"),
+        ({"admin_keys": LONG, "redis_url": "redis://x"}, "LDP_INGEST_KEYS is empty"),
+        (
+            {"admin_keys": LONG, "ingest_keys": "short", "redis_url": "redis://x"},
+            "ingest key is shorter than 24",
+        ),
+        ({"admin_keys": LONG, "ingest_keys": LONG, "analyst_keys": "x"}, "analyst key is shorter"),
+        ({"admin_keys": LONG, "ingest_keys": LONG}, "no LDP_REDIS_URL"),
+    ],
+)
+def test_prod_refuses_unsafe_settings(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        Settings(env="prod", **env)  # type: ignore[arg-type]
+
+
+def test_prod_accepts_safe_settings_and_rejects_bad_secrets() -> None:
+    ok = Settings(env="prod", admin_keys=LONG, ingest_keys=LONG + "i", redis_url="redis://x")
+    assert ok.env == "prod"
+    with pytest.raises(ValidationError, match="hex"):
+        Settings(server_secret="not hex")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="16 bytes"):
+        Settings(server_secret="00ff")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="not both"):
+        Settings(redis_url="redis://x", redis_cluster_nodes="h:1")
+
+
+def test_key_ring_roles() -> None:
+    ring = KeyRing.from_keys({"ingest": ("i" * 30,), "admin": ("a" * 30,), "analyst": ("z" * 30,)})
+    assert [ring.role_of(k * 30) for k in "iaz"] == ["ingest", "admin", "analyst"]
+    assert ring.role_of("i" * 29) is None and ring.role_of("") is None
+    assert all(len(d) == 32 for d, _ in ring.entries)  # only digests are held
+    assert bearer_key("Bearer  abc ") == "abc" and bearer_key("bearer abc") == "abc"
+    assert bearer_key("Basic abc") is None and bearer_key("Bearer ") is None
+    assert bearer_key(None) is None
+
+
+def test_rate_limiter_refills() -> None:
+    lim = RateLimiter(rate=2.0, burst=3)
+    assert [lim.take("a", now=10.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert lim.take("a", now=10.0) == pytest.approx(0.5)
+    assert lim.take("a", now=10.5) == 0.0  # one token back after 1/rate seconds
+    assert lim.take("b", now=10.5) == 0.0
+    assert RateLimiter(rate=0, burst=1).take("a") == 0.0  # 0 disables
+
+
+def test_inflate_limits() -> None:
+    raw = b'{"a": 1}' * 100
+    assert inflate(gzip.compress(raw), "gzip", 10_000) == raw
+    assert inflate(raw, None, 10) == raw  # identity: the raw cap applies, not this one
+    with pytest.raises(Problem) as info:
+        inflate(gzip.compress(raw), "gzip", len(raw) - 1)
+    assert (info.value.status, info.value.code) == (413, "body_too_large")
+    assert inflate(gzip.compress(raw), "GZIP", len(raw)) == raw  # exactly at the cap
+    with pytest.raises(Problem) as info:
+        inflate(gzip.compress(raw)[:-4], "gzip", 10_000)
+    assert info.value.code == "invalid_gzip"
+    with pytest.raises(Problem) as info:
+        inflate(gzip.compress(raw) + b"junk", "gzip", 10_000)
+    assert info.value.code == "invalid_gzip"
+    with pytest.raises(Problem) as info:
+        inflate(raw, "deflate", 10_000)
+    assert (info.value.status, info.value.code) == (415, "unsupported_encoding")
+
+
+def test_epoch_window_for_days_and_hours() -> None:
+    day = MetricSpec.from_json(SPECS["browser"])
+    hour = MetricSpec.from_json({**SPECS["browser"], "epoch": "hour"})
+    now = 1000 * 86400 + 10.0
+    w = EpochWindow(now, retention_seconds=31 * 86400, skew_epochs=1)
+    assert w.check(day, 1000) is None and w.check(day, 1001) is None
+    assert w.check(day, 1002) == "epoch_in_future"
+    assert w.check(day, 1000 - 31) is None and w.check(day, 1000 - 32) == "epoch_expired"
+    h = 1000 * 24
+    assert w.check(hour, h + 1) is None and w.check(hour, h + 2) == "epoch_in_future"
+    assert w.check(hour, h - 31 * 24) is None
+    assert w.check(hour, h - 31 * 24 - 1) == "epoch_expired"
+
+
+def test_telemetry_text() -> None:
+    t = Telemetry()
+    t.record_batch(accepted=5, duplicates=2, rejected={"bad_token": 1}, seconds=0.003)
+    t.record_batch(accepted=1, duplicates=0, rejected={}, seconds=9.0)
+    t.record_error("rate_limited")
+    text = t.render()
+    assert "ldp_reports_accepted_total 6\n" in text
+    assert 'ldp_reports_rejected_total{reason="bad_token"} 1\n' in text
+    assert 'ldp_batches_refused_total{code="rate_limited"} 1\n' in text
+    assert 'ldp_batch_seconds_bucket{le="0.0025"} 0\n' in text
+    assert 'ldp_batch_seconds_bucket{le="0.005"} 1\n' in text
+    assert 'ldp_batch_seconds_bucket{le="+Inf"} 2\n' in text
+    assert "ldp_batch_seconds_count 2\n" in text

@@ -1,0 +1,199 @@
+"""The dashboard in real headless Chromium against a live aggregator and a real Redis.
+
+Tallies are simulated (fixed seeds) and written through the collector store's
+ingest path; the aggregator runs as a uvicorn subprocess.  Chromium opens
+``/?key=<analyst key>``, which answers with a redirect to ``/`` and an
+HttpOnly cookie; the dumped DOM must hold one ``rect.bar`` and one ``line.ci``
+per value, and a screenshot is saved under ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import redis
+
+from collector.redis_server import RedisServer
+from ldp_core.simulate import tallies
+from tests.support.servers import ANALYST_KEY, REPO_ROOT, auth, start_uvicorn
+from tests.support.tallies import register, write_tallies
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+E0 = 20_400
+OS_NAMES = ["android", "ios", "windows", "macos", "linux", "chromeos", "other"]
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("chromium not installed: install Debian's chromium (CI does)")
+
+
+class Elements(HTMLParser):
+    """(tag, classes, ids of enclosing sections, classes of the enclosing svg) per element."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, dict[str, str]]] = []
+        self.found: list[tuple[str, set[str], str, set[str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        section = next((x["id"] for t, x in reversed(self.stack) if t == "section"), "")
+        svg = next(
+            (set(x.get("class", "").split()) for t, x in reversed(self.stack) if t == "svg"), set()
+        )
+        self.found.append((tag, set(a.get("class", "").split()), section, svg))
+        self.stack.append((tag, a))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                return
+
+    def count(self, tag: str, cls: str, section: str, svg: str) -> int:
+        return sum(
+            1 for t, c, s, v in self.found if t == tag and cls in c and s == section and svg in v
+        )
+
+
+def run_chromium(args: list[str], profile: Path, timeout: float = 60.0) -> str:
+    argv = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.stdout.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def live(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    redis.Redis.from_url(redis_server.url).flushall()
+    url = redis_server.url
+    shares = np.array([0.45, 0.30, 0.12, 0.06, 0.04, 0.02, 0.01])
+    spec = register(
+        url,
+        {
+            "name": "os",
+            "kind": "categorical",
+            "domain": OS_NAMES,
+            "epsilon": 2.0,
+            "mechanism": "grr",
+            "min_reports": 400,
+        },
+    )
+    epochs = {}
+    for k, n in enumerate((3000, 2500, 150, 2800)):  # the third day is suppressed
+        values = np.repeat(np.arange(len(OS_NAMES)), np.round(shares * n).astype(int))
+        t, count = tallies(spec.build(), values, seed=100 + k)
+        epochs[E0 + k] = (t.tolist(), count)
+    write_tallies(url, spec, epochs)
+    flag = register(
+        url, {"name": "dark_mode", "kind": "boolean", "epsilon": 1.0, "min_reports": 400}
+    )
+    t, count = tallies(flag.build(), [1] * 1200 + [0] * 1800, seed=7)
+    write_tallies(url, flag, {E0: (t.tolist(), count)})
+    rare = register(
+        url, {"name": "rare_event", "kind": "boolean", "epsilon": 1.0, "min_reports": 5000}
+    )
+    t, count = tallies(rare.build(), [1] * 50 + [0] * 250, seed=8)
+    write_tallies(url, rare, {E0: (t.tolist(), count)})
+    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": url, "LDP_ANALYST_KEYS": ANALYST_KEY}
+    service = start_uvicorn(
+        "aggregator.app:create_app", env, log_dir=tmp_path_factory.mktemp("agg")
+    )
+    try:
+        yield {"url": service.url, "service": service, "os_n": sum(n for _, n in epochs.values())}
+    finally:
+        service.stop()
+
+
+def test_dashboard_in_chromium(live: dict[str, Any], tmp_path: Path) -> None:
+    entry = f"{live['url']}/?key={ANALYST_KEY}"
+    dom = run_chromium(["--virtual-time-budget=5000", "--dump-dom", entry], tmp_path / "p1")
+    assert ANALYST_KEY not in dom
+    page = Elements()
+    page.feed(dom)
+    # One bar and one interval per value of the categorical metric ...
+    assert page.count("rect", "bar", "metric-os", "bars") == len(OS_NAMES), dom[:2000]
+    assert page.count("line", "ci", "metric-os", "bars") == len(OS_NAMES)
+    # ... and of the boolean (a single value).
+    assert page.count("rect", "bar", "metric-dark_mode", "bars") == 1
+    assert page.count("line", "ci", "metric-dark_mode", "bars") == 1
+    # The series: three shown days with a band, the suppressed day marked.
+    assert page.count("circle", "point", "metric-os", "series") == 3
+    assert page.count("path", "band", "metric-os", "series") >= 1
+    assert page.count("rect", "suppressed-epoch", "metric-os", "series") == 1
+    # The suppressed metric shows its reason and no chart.
+    assert page.count("rect", "bar", "metric-rare_event", "bars") == 0
+    assert "300 reports in the window, below the metric&#x27;s minimum of 5000" in dom or (
+        "300 reports in the window, below the metric's minimum of 5000" in dom
+    )
+    assert "ε = 2 per report, per device, per metric, per day" in dom
+    assert f"n = {live['os_n']}" in dom
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    shot.unlink(missing_ok=True)
+    run_chromium(
+        ["--virtual-time-budget=5000", f"--screenshot={shot}", "--window-size=1280,2000", entry],
+        tmp_path / "p2",
+    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_page_needs_a_key_and_sends_security_headers(live: dict[str, Any]) -> None:
+    base = live["url"]
+    anonymous = httpx.get(base + "/")
+    assert anonymous.status_code == 401 and 'action="/login"' in anonymous.text
+    assert "metric-os" not in anonymous.text
+    wrong = httpx.get(base + "/", params={"key": "wrong-key-0123456789abcdef"})
+    assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+    exchange = httpx.get(base + "/", params={"key": ANALYST_KEY})
+    assert exchange.status_code == 303 and exchange.headers["location"] == "/"
+    cookie = exchange.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+    assert ANALYST_KEY not in cookie
+    page = httpx.get(base + "/", cookies=exchange.cookies)
+    assert page.status_code == 200 and 'id="metric-os"' in page.text
+    assert ANALYST_KEY not in page.text and "<script" not in page.text
+    headers = page.headers
+    csp = headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert httpx.get(base + "/", headers=auth(ANALYST_KEY)).status_code == 200
+    form = httpx.post(base + "/login", data={"key": ANALYST_KEY})
+    assert form.status_code == 303 and "set-cookie" in form.headers
+    css = httpx.get(base + "/static/dashboard.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    # The session cookie also authorises the JSON API the page is built from.
+    assert httpx.get(base + "/v1/metrics", cookies=exchange.cookies).status_code == 200
+    out = httpx.post(base + "/logout", cookies=exchange.cookies)
+    assert out.status_code == 303 and 'ldp_dashboard=""' in out.headers["set-cookie"]

@@ -1,0 +1,302 @@
+"""SDK privacy on the device: budget ledger, memoisation, secret, opt-out, no true value kept."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from client_sdk import Client, DeliveryConfig
+from ldp_core.epsilon import adversary_accuracy
+from ldp_core.metric import MetricSpec
+from ldp_core.wire import device_token
+from tests.support.sdk_fixtures import BROWSERS, specs, spool_rows
+from tests.support.sdk_http import ScriptedCollector
+
+KEY = "ingest-key-for-tests"
+DAY = 86400.0
+
+
+class Clock:
+    """A settable wall clock for epochs (the device path uses time.time)."""
+
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture()
+def server() -> Iterator[ScriptedCollector]:
+    with ScriptedCollector(specs()) as srv:
+        yield srv
+
+
+def offline(state: Path, **kw: Any) -> Client:
+    """A client that sends nothing unless flushed (its collector URL is a dead port)."""
+    kw.setdefault("metrics", specs())
+    kw.setdefault("background", False)
+    return Client("http://127.0.0.1:9", api_key=KEY, state_dir=state, **kw)
+
+
+def test_second_record_in_an_epoch_is_refused_and_counted(tmp_path: Path) -> None:
+    clock = Clock()
+    c = offline(tmp_path, clock=clock)
+    try:
+        assert c.record("browser", BROWSERS[0]).status == "queued"
+        refused = c.record("browser", BROWSERS[1])
+        assert (refused.status, refused.ok) == ("over_budget", False)
+        assert c.counters().refused_budget == 1
+        assert len(spool_rows(tmp_path)) == 1  # not sent, not queued
+        clock.t += DAY  # the next epoch: a new unit
+        assert c.record("browser", BROWSERS[1]).ok
+        report = c.privacy_report()
+        assert "per device, per metric, per day" in str(report)
+        assert report.to_json()["units"][0]["metric"] == "browser"
+        assert [(u.epoch, u.reports, u.spent) for u in report.units] == [
+            (int(clock.t // DAY) - 1, 1, 1.0),
+            (int(clock.t // DAY), 1, 1.0),
+        ]
+        unit = report.units[0]
+        assert unit.unit == "per device, per metric, per day" and unit.budget == 1.0
+        assert unit.adversary_accuracy == pytest.approx(adversary_accuracy(1.0))
+    finally:
+        c.close(0)
+
+
+def test_ledger_survives_a_restart(tmp_path: Path) -> None:
+    clock = Clock()
+    c = offline(tmp_path, clock=clock)
+    assert c.record("page", "p7").ok
+    c.close(0)
+    again = offline(tmp_path, clock=clock)
+    try:
+        assert again.record("page", "p8").status == "over_budget"
+        assert [u.spent for u in again.privacy_report().units] == [2.0]
+    finally:
+        again.close(0)
+
+
+def test_larger_budget_per_unit_allows_more_reports(tmp_path: Path) -> None:
+    c = offline(tmp_path, budgets={"browser": 2.0})
+    try:
+        assert [c.record("browser", BROWSERS[0]).status for _ in range(3)] == [
+            "queued",
+            "queued",
+            "over_budget",
+        ]
+    finally:
+        c.close(0)
+
+
+def test_device_secret_is_private_and_tokens_follow_the_contract(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    clock = Clock()
+    c = offline(state, clock=clock)
+    try:
+        assert c.record("browser", BROWSERS[2]).ok
+    finally:
+        c.close(0)
+    secret_path = state / "device_secret"
+    assert stat.S_IMODE(os.stat(secret_path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+    secret = secret_path.read_bytes()
+    assert len(secret) == 32
+    (row,) = spool_rows(state)
+    epoch = int(clock.t // DAY)
+    assert row[5] == device_token(secret, "browser", 1, epoch)
+    again = offline(state, clock=clock)  # the same secret after a restart
+    again.close(0)
+    assert secret_path.read_bytes() == secret
+    other = tmp_path / "other"
+    offline(other).close(0)
+    assert (other / "device_secret").read_bytes() != secret
+
+
+def test_memoised_metric_reuses_its_permanent_response(tmp_path: Path) -> None:
+    """Reporting one value every epoch never averages away the permanent noise.
+
+    theme: OUE over 3 values, eps_inf = 4 (permanent: p = 1/2, q = 1/(1+e^4)),
+    eps_1 = 1.  Check the memo directly: the permanent response is a function of
+    (secret, metric|version, value), identical across restarts and never stored.
+    """
+    clock = Clock()
+    c = offline(tmp_path, clock=clock)
+    try:
+        spec = MetricSpec.from_json(next(s for s in specs() if s["name"] == "theme"))
+        m = spec.build()
+        secret = (tmp_path / "device_secret").read_bytes()
+        context = f"{spec.name}|{spec.version}"
+        permanent = m.permanent_response(1, secret, context)  # type: ignore[attr-defined]
+        for _ in range(5):
+            assert c.record("theme", BROWSERS[1]).ok
+            clock.t += DAY
+        report = c.privacy_report()
+        (life,) = report.lifetime
+        assert (life.memoised_values, life.spent) == (1, 4.0)  # one value: eps_inf once
+        assert c.record("theme", BROWSERS[2]).ok
+        (life,) = c.privacy_report().lifetime
+        assert (life.memoised_values, life.spent) == (2, 8.0)
+        # The permanent response is the same whatever the rng of the instantaneous step.
+        again = m.permanent_response(1, secret, context)  # type: ignore[attr-defined]
+        assert again == permanent
+    finally:
+        c.close(0)
+
+
+def test_lifetime_budget_refuses_a_new_memoised_value(tmp_path: Path) -> None:
+    clock = Clock()
+    c = offline(tmp_path, clock=clock, lifetime_budgets={"theme": 4.0})
+    try:
+        assert c.record("theme", BROWSERS[0]).ok
+        clock.t += DAY
+        assert c.record("theme", BROWSERS[1]).status == "over_lifetime_budget"
+        assert c.record("theme", BROWSERS[0]).ok  # an old value costs nothing new
+    finally:
+        c.close(0)
+
+
+def test_sample_rate_is_applied_before_randomising(tmp_path: Path) -> None:
+    c = offline(tmp_path, sample_rate={"browser": 0.0, "page": 1.0})
+    try:
+        assert c.record("browser", BROWSERS[0]).status == "sampled_out"
+        assert c.record("page", "p1").ok
+        assert c.privacy_report().units[0].metric == "page"  # no epsilon for sampled_out
+        assert c.counters().refused == {"sampled_out": 1}
+    finally:
+        c.close(0)
+
+
+def test_sample_rate_keeps_the_right_share(tmp_path: Path) -> None:
+    # n = 4000 draws at rate 0.25: sd = sqrt(n p (1-p)) = 27.4; 5.3 sd -> FPR < 1e-7.
+    from client_sdk._client import Sampler
+
+    sampler = Sampler(0.25)
+    rng = random.Random(7)
+    kept = sum(sampler.keep("x", rng) for _ in range(4000))
+    assert abs(kept - 1000) <= 5.3 * 27.4
+
+
+def test_enabled_false_collects_nothing(tmp_path: Path, server: ScriptedCollector) -> None:
+    state = tmp_path / "never"
+    c = Client(server.url, api_key=KEY, state_dir=state, enabled=False)
+    assert c.record("browser", BROWSERS[0]).status == "disabled"
+    assert c.flush(1) and c.close(1)
+    assert not state.exists()
+    assert server.requests == []
+
+
+def test_opt_out_purges_queue_spool_and_memo_and_stops(
+    tmp_path: Path, server: ScriptedCollector
+) -> None:
+    c = Client(
+        server.url,
+        api_key=KEY,
+        state_dir=tmp_path,
+        metrics=specs(),
+        background=False,
+        delivery=DeliveryConfig(durability="batch"),
+    )
+    try:
+        assert c.record("theme", BROWSERS[0]).ok  # memoised: memo ledger row
+        assert c.record("browser", BROWSERS[1]).ok
+        c.flush(0)  # spooled (deadline passed)
+        assert c.record("page", "p1").ok  # still in memory
+        c.opt_out()
+        assert c.opted_out
+        assert spool_rows(tmp_path) == []
+        assert not (tmp_path / "device_secret").exists()
+        import sqlite3
+
+        conn = sqlite3.connect(tmp_path / "spool.sqlite3")
+        assert conn.execute("SELECT COUNT(*) FROM lifetime").fetchone() == (0,)
+        conn.close()
+        assert c.counters().dropped == {"opt_out": 3}
+        assert c.record("dark_mode", True).status == "opted_out"
+        assert c.flush(1)
+        assert server.posts() == []
+        assert c.privacy_report().units  # what was spent stays told
+    finally:
+        c.close(0)
+    again = Client(server.url, api_key=KEY, state_dir=tmp_path, background=False)
+    try:
+        assert again.opted_out and again.record("page", "p1").status == "opted_out"
+        again.opt_in()
+        assert again.record("dark_mode", False).ok
+        # The epsilon ledger outlives an opt-out: this epoch's "page" unit stays spent.
+        assert again.record("page", "p1").status == "over_budget"
+        assert (tmp_path / "device_secret").exists()
+    finally:
+        again.close(0)
+
+
+def test_no_true_value_in_spool_memo_state_or_logs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    clock = Clock()
+    c = offline(tmp_path, clock=clock, delivery=DeliveryConfig(backoff_base=0.01))
+    minutes = 12.3456789
+    try:
+        for _ in range(3):
+            assert c.record("browser", BROWSERS[0]).ok
+            assert c.record("theme", BROWSERS[1]).ok
+            assert c.record("session_minutes", minutes).ok
+            clock.t += DAY
+        c.flush(0.3)  # fails: log lines are written
+    finally:
+        c.close(0.1)
+    leaks = [BROWSERS[0], BROWSERS[1], repr(minutes), "12.345"]
+    for path in tmp_path.iterdir():
+        if path.name == "metrics.json":  # the spec lists the domain itself
+            continue
+        data = path.read_bytes()
+        for leak in leaks:
+            assert leak.encode() not in data, (path.name, leak)
+    assert caplog.records, "the failed delivery should have logged something"
+    for leak in leaks:
+        assert leak not in caplog.text
+    # What is spooled is the randomised report and routing only.
+    rows = spool_rows(tmp_path)
+    assert {r[2] for r in rows} == {"browser", "theme", "session_minutes"}
+    assert all(
+        set(r[6]) <= set('0123456789"[],-_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz')
+        for r in rows
+    )
+
+
+def test_grr_reports_are_randomised_on_the_device(tmp_path: Path) -> None:
+    """A device path with the OS CSPRNG flips GRR outputs: 200 devices, same true value.
+
+    GRR eps=1, d=3: P[report = true] = e/(e+2) = 0.576.  Of 200 reports the count
+    of the true index is Bin(200, 0.576): mean 115.2, sd 6.99.  All 200 equal would
+    be a failure of randomisation; the bound 115.2 + 6 sd = 157 has FPR < 1e-9.
+    """
+    from client_sdk import Fleet
+
+    fleet = Fleet("http://127.0.0.1:9", api_key=KEY, metrics=specs(), background=False)
+    for _ in range(200):
+        assert fleet.device().record("browser", BROWSERS[0]).ok
+    fleet.flush(0)  # spools the memory queue, sends nothing
+    rows = fleet._pipeline.store.claim(1000, 60)
+    assert len(rows) == 200
+    truthful = sum(r.payload == "0" for r in rows)
+    assert 115.2 - 6 * 6.99 <= truthful <= 115.2 + 6 * 6.99
+    fleet.close(0)
+
+
+def test_close_is_idempotent_and_record_after_close_is_refused(tmp_path: Path) -> None:
+    c = offline(tmp_path)
+    assert c.record("browser", BROWSERS[0]).ok
+    assert c.close(0) is False                      # one report stays spooled for later
+    assert c.close(0) is False                      # idempotent: the same answer
+    assert c.record("browser", BROWSERS[0]).status == "closed"
+    assert c.flush(0) is False
+    assert len(spool_rows(tmp_path)) == 1
