@@ -33,7 +33,14 @@ from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import device_token
 
-__all__ = ["SECRET_BYTES", "DeviceState", "Prepared", "delete_secret", "load_or_create_secret"]
+__all__ = [
+    "SECRET_BYTES",
+    "DeviceState",
+    "Prepared",
+    "delete_secret",
+    "load_or_create_secret",
+    "make_private_dir",
+]
 
 SECRET_BYTES = 32
 #: Relative slack when comparing a sum of float epsilons with a budget: one report
@@ -219,3 +226,13 @@ def _add_up(a: float, b: float) -> float:
     """a + b rounded outward (never below the exact sum)."""
     total = a + b
     return math.nextafter(total, math.inf) if a else total
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (0700) if needed; ``StateError`` if it is unusable."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(f"cannot create state_dir {path}: {exc}") from None
+    if not path.is_dir():
+        raise StateError(f"state_dir {path} is not a directory")

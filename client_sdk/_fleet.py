@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk._catalog import Catalog
-from client_sdk._client import Sampler, _make_private_dir, build_report, record_into
 from client_sdk._config import DeliveryConfig
-from client_sdk._device import SECRET_BYTES, DeviceState
+from client_sdk._device import SECRET_BYTES, DeviceState, make_private_dir
 from client_sdk._errors import ConfigError
 from client_sdk._pipeline import Pipeline
+from client_sdk._record import Sampler, build_report, record_into
 from client_sdk._results import Counters, PrivacyReport, RecordResult
 from client_sdk._store import Store
 from client_sdk._transport import Transport, UrllibTransport
@@ -78,7 +78,7 @@ class Fleet:
         self.config = delivery or FLEET_DELIVERY
         folder = None if state_dir is None else Path(state_dir)
         if folder is not None:
-            _make_private_dir(folder)
+            make_private_dir(folder)
         catalog = Catalog(None if folder is None else folder / "metrics.json")
         if metrics is not None:
             catalog.update(metrics)

@@ -35,8 +35,8 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from client_sdk._batch import batch_body, parse_results, problem_code
 from client_sdk._catalog import Catalog
 from client_sdk._config import DeliveryConfig
 from client_sdk._results import Counters
@@ -361,7 +361,7 @@ class Pipeline:
                 else:  # leased by another process (a fork, a crashed run): look again soon
                     self._backoff_until = max(self._backoff_until, time.monotonic() + 0.25)
             return "empty"
-        body = _batch_body(claimed)
+        body = batch_body(claimed)
         headers = {
             "Authorization": f"Bearer {self._api_key}",
             "Content-Type": "application/json",
@@ -381,7 +381,7 @@ class Pipeline:
         status = answer.status
         seqs = [c.seq for c in claimed]
         if 200 <= status < 300:
-            results = _results(answer.body, len(claimed))
+            results = parse_results(answer.body, len(claimed))
             if results is None:
                 log.warning("collector answered %d with an unreadable body", status)
                 return self._retry(claimed, None)
@@ -406,7 +406,7 @@ class Pipeline:
             with self._cond:
                 self._send_limit = max(1, len(claimed) // 2)
             return "ok"
-        code = _problem_code(answer) or f"http_{status}"
+        code = problem_code(answer) or f"http_{status}"
         log.warning("collector refused a batch of %d: %d %s (dropped)", len(claimed), status, code)
         self.store.remove(seqs)
         with self._cond:
@@ -489,46 +489,6 @@ class Pipeline:
         self._metrics_due = time.monotonic() + self.config.metrics_ttl
         for callback in self.fork_callbacks:
             callback()
-
-
-def _batch_body(claimed: Sequence[Claimed]) -> bytes:
-    """The columnar batch (ldp_core.wire format); payloads are already JSON text."""
-    columns = json.dumps({
-        "metric": [c.metric for c in claimed],
-        "version": [c.version for c in claimed],
-        "epoch": [c.epoch for c in claimed],
-        "report_id": [c.report_id for c in claimed],
-        "token": [c.token for c in claimed],
-    }, separators=(",", ":"))
-    payloads = ",".join(c.payload for c in claimed)
-    return f'{columns[:-1]},"payload":[{payloads}]}}'.encode()
-
-
-def _results(body: bytes, expected: int) -> list[tuple[str, str | None]] | None:
-    try:
-        data = json.loads(body)
-        results = data["results"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(results, list) or len(results) != expected:
-        return None
-    out: list[tuple[str, str | None]] = []
-    for item in results:
-        status = item.get("status") if isinstance(item, dict) else None
-        if status not in ("accepted", "duplicate", "rejected"):
-            return None
-        code = item.get("code")
-        out.append((status, code if isinstance(code, str) else None))
-    return out
-
-
-def _problem_code(answer: Response) -> str | None:
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        data: Any = json.loads(answer.body)
-        code = data.get("code")
-        if isinstance(code, str) and code.replace("_", "").isalnum() and len(code) <= 64:
-            return code
-    return None
 
 
 # -- process-wide hooks: one atexit and one at-fork registration for all pipelines -----

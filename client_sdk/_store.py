@@ -12,7 +12,8 @@ Tables (nothing in them is a true value, an IP address or a device id):
 - ``lifetime``: for memoised (longitudinal) metrics, one row per distinct
   memoised value, keyed by an HMAC of the value under the device secret.
 
-``secure_delete`` is on, so purged rows are overwritten on disk.
+``secure_delete`` is on, so purged rows are overwritten on disk.  Needs
+sqlite >= 3.24 (upsert); Python's bundled sqlite has had it since 2018.
 
 >>> s = Store(None, max_reports=2, max_bytes=10**6)
 >>> s.write([Row("a" * 32, "m", 1, 7, "t" * 64, "1", 1.0)])
@@ -214,17 +215,29 @@ class Store:
     # -- delivering ------------------------------------------------------------------
 
     def claim(self, limit: int, lease_seconds: float) -> list[Claimed]:
-        """Lease up to ``limit`` of the oldest unleased reports."""
+        """Lease up to ``limit`` of the oldest unleased reports (one transaction;
+        no ``RETURNING``, so sqlite older than 3.35 works too)."""
         now = time.time()
         with self._lock:
             self._resync()
-            rows = self._conn.execute(
-                "UPDATE spool SET lease_until = ?, lease_pid = ? WHERE seq IN ("
-                " SELECT seq FROM spool WHERE lease_until < ? ORDER BY seq LIMIT ?)"
-                " RETURNING seq, report_id, metric, version, epoch, token, payload",
-                (now + lease_seconds, os.getpid(), now, limit),
-            ).fetchall()
-        return sorted((Claimed(*r) for r in rows), key=lambda c: c.seq)
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(
+                    "SELECT seq, report_id, metric, version, epoch, token, payload FROM spool"
+                    " WHERE lease_until < ? ORDER BY seq LIMIT ?", (now, limit),
+                ).fetchall()
+                for chunk in _chunks([r[0] for r in rows]):
+                    marks = ",".join("?" * len(chunk))
+                    conn.execute(
+                        f"UPDATE spool SET lease_until = ?, lease_pid = ?"  # noqa: S608
+                        f" WHERE seq IN ({marks})", (now + lease_seconds, os.getpid(), *chunk),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return [Claimed(*r) for r in rows]
 
     def release(self, seqs: Iterable[int]) -> None:
         """Give leased reports back for a later attempt."""

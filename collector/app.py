@@ -10,6 +10,7 @@ Endpoints (keys as ``Authorization: Bearer <key>``):
     GET  /healthz                 the process is up                          (no key)
     GET  /readyz                  Redis reachable and script loaded; else 503 (no key)
     GET  /metrics                 Prometheus text                             (no key)
+    GET  /openapi.json            the OpenAPI 3.1 document (collector.openapi) (no key)
     GET  /v1/metrics              {"metrics": [spec_json, ...]} latest versions (ingest|admin)
     GET  /v1/metrics/{name}       spec_json; ?version=N for an older one       (ingest|admin)
     POST /v1/metrics              create: 201 new, 200 identical, 422 invalid  (admin)
@@ -26,7 +27,9 @@ report id already counted (a retry): the device treats it as delivered.
 Per-report rejection codes: unknown_metric, unknown_version, bad_epoch,
 epoch_in_future, epoch_expired, bad_report_id, bad_token, token_reused, and the
 mechanism's: payload_type, bucket_out_of_range, seed_out_of_range,
-bitvector_length, payload_encoding, bit_out_of_range.
+bitvector_length, payload_encoding, bit_out_of_range; and implausible_report
+(more set bits than an honest unary report has but with probability 1e-9:
+refused, and counted per metric-epoch, ``Store.read_flags``).
 
 Batch-level problems (problem+json, RFC 9457, member ``code``):
 400 batch_shape, batch_size, invalid_json, invalid_gzip, invalid_request;
@@ -35,6 +38,9 @@ unknown_version; 405 method_not_allowed; 413 body_too_large; 415
 unsupported_encoding, unsupported_media_type; 422 invalid_spec (with
 ``errors``: field -> message), invalid_request; 429 rate_limited and 503
 redis_unavailable (both with Retry-After).  Bad input never yields a 500.
+
+CORS is closed by default: no Access-Control-Allow-Origin is ever sent unless
+``LDP_CORS_ORIGINS`` lists origins (comma-separated), and then only to those.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import PlainTextResponse, Response
 
@@ -63,6 +70,7 @@ from collector.ingest import (
     validate,
 )
 from collector.logs import configure, log_event
+from collector.openapi import openapi_document
 from collector.problems import Problem, json_response, problem_response
 from collector.settings import DEFAULT_REDIS_URL, Role, Settings
 from collector.store import REDIS_ERRORS, Store, make_client
@@ -125,6 +133,16 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    origins = settings.cors_origin_list()
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding"],
+            expose_headers=["Retry-After"],
+            max_age=600,
+        )
 
     def store_of(request: Request) -> Store:
         store: Store = request.app.state.store
@@ -209,6 +227,12 @@ def create_app(
     async def prometheus() -> Response:
         return PlainTextResponse(telemetry.render(), media_type="text/plain; version=0.0.4")
 
+    document = openapi_document()
+
+    @app.get("/openapi.json")
+    async def openapi() -> Response:
+        return json_response(document)
+
     # -- metric registry -------------------------------------------------------------------
 
     @app.get("/v1/metrics")
@@ -272,6 +296,7 @@ def create_app(
         window = EpochWindow(clock(), retention_seconds, settings.clock_skew_epochs)
         verdict = validate(cols, specs, known_names, window)
         outcomes = await store.ingest(verdict.valid)
+        await store.record_implausible(verdict.implausible)
         mark_up()
         results: list[dict[str, Any]] = [_ACCEPTED] * len(cols)
         rejected: Counter[str] = Counter(verdict.rejected.values())

@@ -16,6 +16,10 @@ Validation of one report, in this order (the first failure is its code):
     <mechanism code>    ``spec.build().decode(payload)`` raised ReportError(code):
                         payload_type, bucket_out_of_range, seed_out_of_range,
                         bitvector_length, payload_encoding, bit_out_of_range
+    implausible_report  a unary-encoding report with more set bits than an honest
+                        device sends but with probability 1e-9
+                        (``collector.plausibility``); also listed in
+                        ``Verdict.implausible`` so that the store counts it
 
 >>> check_report_id("9f86d081884c7d659a2feaa0c55ad015"), check_report_id("XYZ")
 (True, False)
@@ -30,6 +34,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from collector.plausibility import max_set_bits
 from collector.problems import Problem
 from collector.store import ValidReport
 from ldp_core.binary import BinaryRR, ForcedResponse
@@ -181,11 +186,14 @@ def decode_shape(body: object) -> None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The reports that may be stored (with their batch positions) and the codes of the rest."""
+    """The reports that may be stored (with their batch positions) and the codes of the
+    rest; ``implausible`` are the well-formed reports refused as implausible_report
+    (the store counts them per metric-epoch)."""
 
     valid: tuple[ValidReport, ...]
     positions: tuple[int, ...]
     rejected: Mapping[int, str]
+    implausible: tuple[ValidReport, ...] = ()
 
 
 #: Mechanisms whose payload is one int in [0, num_counters) that is its own counter.
@@ -216,6 +224,7 @@ def validate(
     valid: list[ValidReport] = []
     positions: list[int] = []
     rejected: dict[int, str] = {}
+    implausible: list[ValidReport] = []
     groups: dict[tuple[str, int], list[int]] = {}
     for i, (m, v) in enumerate(zip(cols.metric, cols.version, strict=True)):
         if type(m) is str and type(v) is int:
@@ -233,6 +242,7 @@ def validate(
             continue
         mech = spec.build()
         int_size = mech.num_counters if type(mech) in _INT_PAYLOAD else 0
+        bit_limit = max_set_bits(mech)
         epoch_codes: dict[int, str | None] = {}
         for i in rows:
             epoch = epochs[i]
@@ -261,6 +271,10 @@ def validate(
                 except ReportError as exc:
                     rejected[i] = exc.code
                     continue
+            if bit_limit is not None and len(counters) > bit_limit:
+                rejected[i] = "implausible_report"
+                implausible.append(ValidReport(spec, epoch, rid, token, counters))
+                continue
             valid.append(ValidReport(spec, epoch, rid, token, counters))
             positions.append(i)
-    return Verdict(tuple(valid), tuple(positions), rejected)
+    return Verdict(tuple(valid), tuple(positions), rejected, tuple(implausible))

@@ -16,7 +16,8 @@ Environment variables: ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES``
 ``LDP_RETENTION_DAYS``, ``LDP_CLOCK_SKEW_EPOCHS``, ``LDP_RATE_LIMIT_PER_SECOND``
 (requests per key; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
 ``LDP_MAX_INFLATED_BYTES``, ``LDP_SERVER_SECRET`` (hex; else one is created and
-kept in Redis), ``LDP_LOG_LEVEL``.
+kept in Redis), ``LDP_LOG_LEVEL``, ``LDP_CORS_ORIGINS`` (comma-separated origins
+that browsers may call from; empty, the default, sends no CORS header at all).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Settings(BaseSettings):
     server_secret: SecretStr | None = None
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     log_level: str = "INFO"
+    cors_origins: str = ""
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
@@ -88,6 +90,8 @@ class Settings(BaseSettings):
                 problems.append(f"an {role} key is shorter than {MIN_KEY_LENGTH} characters")
         if not (self.redis_url or self.redis_cluster_nodes):
             problems.append("no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES")
+        if "*" in self.cors_origin_list():
+            problems.append("LDP_CORS_ORIGINS is '*'")
         if problems:
             raise ValueError("LDP_ENV=prod refuses unsafe settings: " + "; ".join(problems))
         return self
@@ -99,6 +103,10 @@ class Settings(BaseSettings):
             "admin": split_keys(self.admin_keys.get_secret_value()),
             "analyst": split_keys(self.analyst_keys.get_secret_value()),
         }
+
+    def cors_origin_list(self) -> list[str]:
+        """LDP_CORS_ORIGINS as a list ("*" is refused in prod)."""
+        return list(split_keys(self.cors_origins))
 
     def secret_bytes(self) -> bytes | None:
         """LDP_SERVER_SECRET as bytes, if set."""

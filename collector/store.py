@@ -17,6 +17,11 @@ holds a brace or a colon; ``{...}`` is the Redis Cluster hash tag):
     ldp:{m:<name>:<v>:<epoch>:<shard>}:d    HASH   token digest (16 bytes) -> report-id
                                                    digest (8 bytes); EXPIREAT the end of
                                                    the retention window of the epoch
+    ldp:{x:<name>:<v>}:i:<epoch>            SET    report-id digests (8 bytes) of the
+                                                   reports refused as implausible_report
+                                                   (collector.plausibility); its SCARD is
+                                                   the poisoning flag of the metric-epoch
+                                                   (``read_flags``); same EXPIREAT
 
 What is never written: a true value (devices send only randomised reports), an
 IP address, a user agent, a report id or a token in clear, a stable device id.
@@ -51,6 +56,13 @@ pipeline, they go out concurrently, each to the master of its slot.
 ['accepted']
 >>> await store.read_tallies(spec, [20421])                     # doctest: +SKIP
 {20421: ([0, 0, 0, 1], 1)}
+>>> await store.read_flags(spec, [20421])                       # doctest: +SKIP
+{20421: 0}
+
+Poisoning signals for the aggregator: ``read_flags`` (distinct implausible
+reports refused per epoch) and ``count_sum_z(spec.build(), vector, n)`` (the
+z-score of a tally's sum against the honest law; ``SUM_Z_FLAG`` is the
+threshold), both re-exported here from ``collector.plausibility``.
 """
 
 from __future__ import annotations
@@ -68,14 +80,17 @@ import redis.asyncio
 import redis.exceptions
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
+from collector.plausibility import SUM_Z_FLAG, count_sum_z
 from ldp_core.metric import MetricSpec
 
 __all__ = [
     "REDIS_ERRORS",
+    "SUM_Z_FLAG",
     "Outcome",
     "RedisClient",
     "Store",
     "ValidReport",
+    "count_sum_z",
     "make_client",
 ]
 
@@ -214,6 +229,10 @@ def _tag(spec: MetricSpec, epoch: int, shard: int) -> str:
 
 def _index_key(name: str, version: int) -> str:
     return f"ldp:{{x:{name}:{version}}}:slots"
+
+
+def _implausible_key(name: str, version: int, epoch: int) -> str:
+    return f"ldp:{{x:{name}:{version}}}:i:{epoch}"
 
 
 def _spec_key(name: str) -> str:
@@ -432,6 +451,38 @@ class Store:
             for position, code in zip(positions, codes, strict=True):
                 outcomes[position] = _OUTCOMES[code - 48]  # b"0" is 48
         return outcomes
+
+    async def record_implausible(self, reports: Sequence[ValidReport]) -> None:
+        """Count reports refused as implausible_report: each distinct report id once
+        per (metric, version, epoch), so a retried batch does not count them again."""
+        if not reports:
+            return
+        secret = await self._get_secret()
+        members: dict[tuple[str, int, int], set[bytes]] = defaultdict(set)
+        expiry: dict[tuple[str, int, int], int] = {}
+        for report in reports:
+            spec = report.spec
+            key = (spec.name, spec.version, report.epoch)
+            members[key].add(blake2b(report.report_id.encode(), key=secret, digest_size=8,
+                                     person=b"ldp-report-id").digest())
+            expiry[key] = (report.epoch + 1) * spec.epoch_seconds + self.retention_seconds
+        pipe = self.client.pipeline(transaction=False)
+        for key, digests in members.items():
+            name = _implausible_key(*key)
+            pipe.sadd(name, *sorted(digests))
+            pipe.expireat(name, expiry[key])
+        await pipe.execute()
+
+    async def read_flags(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]:
+        """epoch -> number of distinct reports refused as implausible_report (0 if none)."""
+        wanted = sorted(set(epochs))
+        if not wanted:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for epoch in wanted:
+            pipe.scard(_implausible_key(spec.name, spec.version, epoch))
+        counts = await pipe.execute()
+        return {epoch: int(c) for epoch, c in zip(wanted, counts, strict=True)}
 
     async def _run_ingest(
         self, index: dict[tuple[str, int], set[str]], calls: list[list[Any]]

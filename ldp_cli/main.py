@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     _window(est)
     est.add_argument("--consistent", action="store_true", help="add the consistent values")
     est.add_argument("--json", action="store_true", help="the raw JSON")
+    est.add_argument("--series", action="store_true", help="also one line per epoch")
     add_connection_arguments(est, "aggregator")
     est.set_defaults(handler=_query("cmd_estimate"))
 

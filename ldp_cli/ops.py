@@ -47,4 +47,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return subprocess.call([sys.executable, str(script), *args.rest], cwd=script.parents[1])
+    rest = list(args.rest)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    return subprocess.call([sys.executable, str(script), *rest], cwd=script.parents[1])

@@ -14,7 +14,7 @@ from typing import Any
 
 from ldp_cli.api import Api
 from ldp_cli.connect import api_for
-from ldp_cli.table import format_estimate
+from ldp_cli.table import format_estimate, format_series
 
 __all__ = [
     "cmd_estimate",
@@ -93,11 +93,14 @@ def fetch_estimate(
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    body = fetch_estimate(api_for(args, "aggregator"), args.name, args)
+    body = fetch_estimate(api_for(args, "aggregator"), args.name, args, series=args.series)
     if args.json:
         print(json.dumps(body, indent=2))
     else:
         print(format_estimate(body))
+        if args.series:
+            print()
+            print(format_series(body))
     return 0
 
 

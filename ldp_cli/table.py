@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["format_estimate", "header_lines"]
+__all__ = ["format_estimate", "format_series", "header_lines"]
 
 
 def _pct(confidence: float) -> str:
@@ -71,4 +71,31 @@ def format_estimate(
         lines.append(line)
     if limit is not None and body["kind"] == "categorical" and len(est["values"]) > limit:
         lines.append(f"... {len(est['values']) - limit} more values (ldp estimate shows all)")
+    return "\n".join(lines)
+
+
+def format_series(body: Mapping[str, Any]) -> str:
+    """One line per epoch (for a categorical metric: its largest value in the window)."""
+    import time
+
+    series = body.get("series") or []
+    pick: int | None = None
+    what = "estimate"
+    if body["kind"] == "categorical":
+        values = (body.get("estimate") or {}).get("values") or []
+        pick = max(range(len(values)), key=lambda i: values[i]["value"]) if values else 0
+        what = f"share of {body['domain'][pick]!r}"
+    fmt = "%Y-%m-%d" if body.get("epoch_length") == "day" else "%Y-%m-%d %H:00"
+    lines = [
+        f"per {body.get('epoch_length', 'epoch')}: {what}",
+        f"{'epoch':>7} {'start (UTC)':<16} {'n':>8}  {'estimate':>9}  interval",
+    ]
+    for p in series:
+        start = time.strftime(fmt, time.gmtime(p["start_time"]))
+        head = f"{p['epoch']:>7} {start:<16} {p['n']:>8}  "
+        if p["suppressed"]:
+            lines.append(head + f"suppressed: {p['reason']}")
+            continue
+        e = p["estimate"]["values"][pick] if pick is not None else p["estimate"]
+        lines.append(head + f"{e['value']:>9.4f}  [{e['ci_low']:.4f}, {e['ci_high']:.4f}]")
     return "\n".join(lines)

@@ -198,9 +198,11 @@ def test_suppressed_metric_carries_no_values(world: dict[str, Any]) -> None:
 
 
 def test_compare_decides_when_clear_and_abstains_near_a_tie(world: dict[str, Any]) -> None:
-    # At confidence 1 - 1e-6 a wrong verdict (on the tie: any verdict) has probability
-    # <= 1e-6 per call (conservative stderr se_a + se_b); 0.40 vs 0.25 is ~10 stderr apart.
-    conf = 1 - 1e-6
+    # At confidence 1 - 1e-7 a wrong verdict (on a tie: any verdict) has probability
+    # <= 1e-7 per call (conservative stderr se_a + se_b); 7 calls: <= 7e-7 in all.  The
+    # clear cases are >= 10 stderr apart (0.40 vs 0.25, 0.3 vs 0.2, ...), so an abstention
+    # there has probability < 1e-9.
+    conf = 1 - 1e-7
     clear = get(
         world, "/v1/estimates/browser/compare", a="chrome", b="safari", confidence=conf
     ).json()

@@ -161,6 +161,12 @@ def test_up_query_stop_and_restart(data: Path, tmp_path: Path) -> None:
         assert "epsilon = 2 per report, per device, per metric, per day" in table.stdout
         rows = [line.split()[0] for line in table.stdout.splitlines()[3:]]
         assert rows == ["light", "dark", "auto"]
+        per_day = run_ldp("estimate", "theme", "--series", data=data)
+        assert per_day.returncode == 0, per_day.stderr
+        assert "per day: share of" in per_day.stdout
+        assert re.search(
+            rf"^\s*\d+ \d{{4}}-\d\d-\d\d\s+{DEVICES}\s+0\.\d{{4}}", per_day.stdout, re.M
+        )
         raw = run_ldp("estimate", "theme", "--json", "--confidence", "0.9", data=data)
         body = json.loads(raw.stdout)
         assert body["confidence"] == 0.9 and body["n"] == DEVICES
@@ -206,6 +212,19 @@ def test_up_with_an_external_redis(data: Path, tmp_path: Path, redis_server: Red
     finally:
         up.kill()
     assert redis_server.ping()
+
+
+def test_killed_ldp_leaves_no_service_behind(data: Path, tmp_path: Path) -> None:
+    """SIGKILL to ``ldp`` alone: the kernel's PDEATHSIG stops Redis and both services."""
+    up = Up(data, tmp_path / "up.log")
+    urls = [up.url("collector"), up.url("aggregator")]
+    up.process.kill()
+    up.process.wait()
+    deadline = time.monotonic() + 20
+    redis_log = data / "redis" / "redis.log"
+    while any(port_open(u) for u in urls) or "ready to exit" not in redis_log.read_text():
+        assert time.monotonic() < deadline, "services outlived a killed ldp"
+        time.sleep(0.1)
 
 
 def test_estimate_without_a_running_system_says_so(data: Path) -> None:

@@ -7,7 +7,6 @@ the real collector are in test_sdk_e2e.py.
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import pytest
 from client_sdk import Client, DeliveryConfig, Fleet, Response, UrllibTransport
 from collector.redis_server import free_port
 from ldp_core.wire import decode_batch
-from tests.support.sdk_fixtures import many_metrics, specs, spool_rows
+from tests.support.sdk_fixtures import CaptureTransport, many_metrics, specs, spool_rows
 from tests.support.sdk_http import Reply, ScriptedCollector, problem
 
 KEY = "ingest-key-for-tests"
@@ -294,25 +293,8 @@ def test_spool_quota_drops_oldest_and_counts(tmp_path: Path) -> None:
         c.close(0)
 
 
-class CountingTransport:
-    """A Transport of the test's own: answers every POST itself (the injection seam)."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-
-    def send(self, method: str, url: str, headers: Any, body: bytes | None,
-             timeout: float) -> Response:
-        if method == "GET":
-            return Response(404, {}, b"")
-        assert body is not None
-        batch = json.loads(gzip.decompress(body))
-        self.bodies.append(batch)
-        results = [{"status": "accepted", "code": None}] * len(batch["report_id"])
-        return Response(200, {}, json.dumps({"results": results}).encode())
-
-
 def test_fleet_with_injected_transport(tmp_path: Path) -> None:
-    transport = CountingTransport()
+    transport = CaptureTransport()
     fleet = Fleet("http://127.0.0.1:1", api_key=KEY, transport=transport, metrics=specs(),
                   background=False)
     devices = [fleet.device() for _ in range(250)]
@@ -321,8 +303,8 @@ def test_fleet_with_injected_transport(tmp_path: Path) -> None:
         assert d.record("page", "p3").ok
     assert devices[0].record("page", "p4").status == "over_budget"
     assert fleet.flush(10)
-    assert [len(b["report_id"]) for b in transport.bodies] == [500]
-    assert len(set(transport.bodies[0]["token"])) == 500          # every device its own token
+    assert [len(b["report_id"]) for b in transport.batches] == [500]
+    assert len(set(transport.batches[0]["token"])) == 500          # every device its own token
     assert fleet.counters().sent == 500
     fleet.close(0)
 
@@ -339,3 +321,32 @@ def test_urllib_transport_contract(server: ScriptedCollector) -> None:
         t.send("GET", f"http://127.0.0.1:{free_port()}/v1/metrics", {}, None, 2)
     with pytest.raises(ValueError, match="http"):
         t.send("GET", "file:///etc/passwd", {}, None, 2)
+
+
+class BrokenTransport:
+    """A transport that fails in every way a buggy network stack might."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def send(self, method: str, url: str, headers: Any, body: bytes | None,
+             timeout: float) -> Response:
+        self.calls += 1
+        raise [RuntimeError("boom"), TimeoutError(), ConnectionResetError()][self.calls % 3]
+
+
+def test_transport_failures_never_reach_the_app(tmp_path: Path) -> None:
+    transport = BrokenTransport()
+    c = Client("http://127.0.0.1:9", api_key=KEY, state_dir=tmp_path, metrics=many_metrics(5),
+               transport=transport,
+               delivery=DeliveryConfig(interval=0.01, backoff_base=0.01, backoff_max=0.05))
+    try:
+        record_many(c, 5)
+        assert not c.refresh_metrics(1)
+        assert not c.flush(0.5)
+        assert transport.calls >= 3
+        counters = c.counters()
+        assert counters.retries >= 2 and counters.pending == 5 and counters.dropped == {}
+    finally:
+        assert not c.close(0.2)
+    assert len(spool_rows(tmp_path)) == 5

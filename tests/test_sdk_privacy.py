@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import stat
@@ -176,7 +177,7 @@ def test_sample_rate_is_applied_before_randomising(tmp_path: Path) -> None:
 
 def test_sample_rate_keeps_the_right_share(tmp_path: Path) -> None:
     # n = 4000 draws at rate 0.25: sd = sqrt(n p (1-p)) = 27.4; 5.3 sd -> FPR < 1e-7.
-    from client_sdk._client import Sampler
+    from client_sdk._record import Sampler
 
     sampler = Sampler(0.25)
     rng = random.Random(7)
@@ -300,3 +301,64 @@ def test_close_is_idempotent_and_record_after_close_is_refused(tmp_path: Path) -
     assert c.record("browser", BROWSERS[0]).status == "closed"
     assert c.flush(0) is False
     assert len(spool_rows(tmp_path)) == 1
+
+
+FLAG = {"name": "flag", "kind": "boolean", "epsilon": 0.5, "mechanism": "binary_rr",
+        "longitudinal": {"epsilon_inf": 4.0}}
+
+
+def test_sdk_uses_the_memoised_path_with_the_device_secret(tmp_path: Path) -> None:
+    """The report equals randomize_memoised(index, secret, "metric|version") drawn
+    with the same instantaneous randomness: the SDK wires memoisation as specified."""
+    clock = Clock()
+    c = offline(tmp_path, clock=clock, rng=random.Random(42))
+    try:
+        assert c.record("theme", BROWSERS[2]).ok
+    finally:
+        c.close(0)
+    spec = MetricSpec.from_json(next(s for s in specs() if s["name"] == "theme"))
+    m = spec.build()
+    secret = (tmp_path / "device_secret").read_bytes()
+    expected = m.randomize_memoised(2, secret, "theme|1", rng=random.Random(42))  # type: ignore[attr-defined]
+    (row,) = spool_rows(tmp_path)
+    assert row[6] == f'"{m.encode(expected)}"'
+
+
+def test_memoised_reports_never_average_to_the_true_value() -> None:
+    """A device whose permanent bit B' is wrong reports the wrong answer forever.
+
+    flag: binary RR, eps_inf = 4: P[B' = 0 | true 1] = 1/(1+e^4) ~ 0.018; we search
+    device secrets for one with B' = 0 (up to 3000 tries: P[none] < 1e-23).  Its
+    reports keep B' with probability k = keep/2**32, so over n = 600 epochs the
+    share of 1s is Bin(n, 1-k)/n with k = 0.627 (eps_1 = 0.5): mean 0.373,
+    sd = sqrt(k(1-k)/n) = 0.0197.  A one-level mechanism would average to > 1/2.
+    |share - (1-k)| <= 6 sd has FPR < 2e-9; share < 0.5 is 6.4 sd away (FPR < 1e-9).
+    """
+    from client_sdk import Fleet
+    from tests.support.sdk_fixtures import CaptureTransport
+
+    spec = MetricSpec.from_json(FLAG)
+    m = spec.build()
+    for _ in range(3000):
+        secret = os.urandom(32)
+        if m.permanent_response(1, secret, "flag|1") == 0:  # type: ignore[attr-defined]
+            break
+    else:
+        raise AssertionError("no device with a flipped permanent bit in 3000 tries")
+    clock, transport = Clock(), CaptureTransport()
+    fleet = Fleet("http://127.0.0.1:9", api_key=KEY, metrics=[FLAG], transport=transport,
+                  background=False, clock=clock)
+    device = fleet.device(secret)
+    n = 600
+    for _ in range(n):
+        assert device.record("flag", True).ok
+        clock.t += DAY
+    assert fleet.flush(10)
+    share = sum(transport.payloads()) / n
+    k = m.keep / 2**32  # type: ignore[attr-defined]
+    sd = math.sqrt(k * (1 - k) / n)
+    assert abs(share - (1 - k)) <= 6 * sd
+    assert share < 0.5                                   # the noise did not average away
+    (life,) = device.privacy_report().lifetime
+    assert (life.memoised_values, life.spent) == (1, 4.0)
+    fleet.close(0)

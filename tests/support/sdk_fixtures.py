@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BROWSERS", "many_metrics", "specs", "spool_rows"]
+from client_sdk import Response
+
+__all__ = ["BROWSERS", "CaptureTransport", "many_metrics", "specs", "spool_rows"]
 
 #: Distinctive category names: a leak of a true value is a plain substring search.
 BROWSERS = ["zebrafox-7f3a", "quokkachrome-91c2", "narwhalsafari-5be0"]
@@ -39,3 +43,23 @@ def spool_rows(state_dir: str | os.PathLike[str]) -> list[tuple[Any, ...]]:
         return conn.execute("SELECT * FROM spool ORDER BY seq").fetchall()
     finally:
         conn.close()
+
+
+class CaptureTransport:
+    """A Transport of the test's own (the injection seam): accepts every batch, keeps it."""
+
+    def __init__(self) -> None:
+        self.batches: list[dict[str, Any]] = []
+
+    def send(self, method: str, url: str, headers: Any, body: bytes | None,
+             timeout: float) -> Response:
+        if method == "GET":
+            return Response(404, {}, b"")
+        assert body is not None
+        batch = json.loads(gzip.decompress(body))
+        self.batches.append(batch)
+        results = [{"status": "accepted", "code": None}] * len(batch["report_id"])
+        return Response(200, {}, json.dumps({"results": results}).encode())
+
+    def payloads(self) -> list[Any]:
+        return [p for b in self.batches for p in b["payload"]]
