@@ -103,7 +103,7 @@ def test_values_map_to_mechanism_inputs() -> None:
         spec.index_of("opera")
     flag = MetricSpec.from_json({"name": "f", "kind": "boolean", "epsilon": 1.0})
     assert flag.index_of(True) == 1 and flag.index_of(0) == 0
-    with pytest.raises(ValueError, match="0.5"):
+    with pytest.raises(ValueError, match=r"0\.5"):
         flag.index_of(0.5)
     minutes = MetricSpec.from_json(
         {"name": "m", "kind": "numeric", "lo": 0, "hi": 60, "epsilon": 1}
