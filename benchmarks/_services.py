@@ -91,8 +91,15 @@ def start_uvicorn(
     workers: int = 1,
     ready_path: str = "/healthz",
     timeout: float = 60.0,
+    nodelay: bool = True,
 ) -> Service:
-    """``uvicorn --factory <factory>`` on a free loopback port with ``workers`` processes."""
+    """``uvicorn --factory <factory>`` on a free loopback port with ``workers`` processes.
+
+    With ``workers > 1`` and ``nodelay`` the workers are started by
+    ``benchmarks/uvicorn_tcp.py`` (uvicorn's supervisor on an IPPROTO_TCP socket,
+    so responses are not held by Nagle; see that module); ``nodelay=False`` runs
+    plain ``uvicorn --workers N`` as shipped.
+    """
     port = free_port()
     log_path = log_dir / f"uvicorn-{port}.log"
     full_env = {**os.environ, **env}
@@ -104,6 +111,9 @@ def start_uvicorn(
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
         "--no-access-log", "--log-level", "warning",
     ]
+    if workers > 1 and nodelay:
+        argv = [sys.executable, str(REPO_ROOT / "benchmarks" / "uvicorn_tcp.py"), factory,
+                str(port), str(workers)]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             argv, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT
@@ -160,18 +170,20 @@ class Stack:
         out.update(extra or {})
         return out
 
-    def collector(self, workers: int = 1) -> Service:
+    def collector(self, workers: int = 1, nodelay: bool = True) -> Service:
         """The real collector (full validation, exactly-once dedupe)."""
         svc = start_uvicorn(
-            "collector.app:create_app", self.env(), self.folder, workers=workers
+            "collector.app:create_app", self.env(), self.folder, workers=workers,
+            nodelay=nodelay,
         )
         self.services.append(svc)
         return svc
 
-    def app(self, factory: str, workers: int = 1, ready_path: str = "/healthz") -> Service:
+    def app(self, factory: str, workers: int = 1, ready_path: str = "/healthz",
+            nodelay: bool = True) -> Service:
         """Any ASGI factory with the same environment (e.g. the minimal endpoint)."""
         svc = start_uvicorn(factory, self.env(), self.folder, workers=workers,
-                            ready_path=ready_path)
+                            ready_path=ready_path, nodelay=nodelay)
         self.services.append(svc)
         return svc
 

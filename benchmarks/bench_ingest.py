@@ -38,6 +38,7 @@ BENCH_SPEC: dict[str, Any] = {
     "domain": [f"v{i}" for i in range(64)], "epoch": "day", "min_reports": 1,
 }
 CONNECTIONS = {1: 8, 100: 4, 1000: 4}
+PLAIN = "collector, plain uvicorn --workers"
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def load(url: str, batch: int, duration: float, seed: int, epoch: int) -> dict[s
         "--version", "1", "--epoch", str(epoch), "--mechanism", "grr",
         "--domain-size", str(len(BENCH_SPEC["domain"])), "--batch", str(batch),
         "--connections", str(CONNECTIONS.get(batch, 4)), "--duration", str(duration),
-        "--seed", str(seed), "--max-reports", str(int(150_000 * duration)),
+        "--seed", str(seed), "--max-reports", str(int(250_000 * duration)),
         "--max-requests", str(int(8_000 * duration)),
     ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300 + duration, check=True)
@@ -151,12 +152,23 @@ def section(quick: bool = False) -> str:
                 finally:
                     svc.stop()
                     stack.services.remove(svc)
+            if workers > 1:
+                # The same collector under plain `uvicorn --workers N` (Nagle on, see
+                # benchmarks/uvicorn_tcp.py): one run per batch, for the record.
+                svc = stack.collector(workers, nodelay=False)
+                try:
+                    for batch in (1, 100):
+                        runs.append(measure(PLAIN, svc.url, stack.redis_url, workers, batch,
+                                            duration, 1, epoch, seed=11 * batch + workers))
+                finally:
+                    svc.stop()
+                    stack.services.remove(svc)
     by_key = {(r.server, r.workers, r.batch): r for r in runs}
     rows = []
     for r in runs:
         ref = by_key.get(("minimal", r.workers, r.batch))
         ratio = ""
-        if ref and r.server != "minimal":
+        if ref and r.server == "collector":
             ratio = f"{r.reports_per_s / ref.reports_per_s:.2f}"
         flags = []
         if r.errors:
@@ -189,7 +201,11 @@ def section(quick: bool = False) -> str:
         f"Load from a separate process ({conns}),"
         f" {duration:g} s per run, median of {repeats} run(s); GRR over 64 values, one counter "
         "per report; every report a fresh device token and report id.  "
-        "The generator shares the machine's cores with the server.\n",
+        "The generator shares the machine's cores with the server.  Multi-worker rows run "
+        "uvicorn's own supervisor on a TCP_NODELAY listener (benchmarks/uvicorn_tcp.py); the "
+        f"'{PLAIN}' rows (1 run) show `uvicorn --workers N` as shipped, whose listener "
+        "loses TCP_NODELAY (Kludex/uvicorn#3149): each keep-alive response then waits for "
+        "a delayed ACK (~40 ms).\n",
         table(("server", "workers", "batch", "reports/s", "requests/s", "p50 ms", "p99 ms",
                "Redis CPU (cores)", "reports/s vs minimal", "check"), rows),
         "",

@@ -56,8 +56,8 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from starlette.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import PlainTextResponse, Response
 
 from collector.auth import KeyRing, RateLimiter, bearer_key, key_digest
@@ -235,15 +235,23 @@ def create_app(
 
     # -- metric registry -------------------------------------------------------------------
 
+    def only_query(request: Request, *allowed: str) -> None:
+        unknown = sorted(set(request.query_params) - set(allowed))
+        if unknown:
+            raise Problem(422, "invalid_request", "unknown query parameters",
+                          extra={"errors": dict.fromkeys(unknown, "unknown parameter")})
+
     @app.get("/v1/metrics")
     async def list_metrics(request: Request) -> Response:
         authorize(request, "ingest", "admin")
+        only_query(request)
         specs = await store_of(request).list_metrics()
         return json_response({"metrics": [s.to_json() for s in specs]})
 
     @app.get("/v1/metrics/{name}")
     async def get_metric(request: Request, name: str, version: int | None = None) -> Response:
         authorize(request, "ingest", "admin")
+        only_query(request, "version")
         if not NAME_PATTERN.match(name):
             raise Problem(404, "unknown_metric", "no metric has that name")
         spec = await store_of(request).get_metric(name, version)
@@ -342,6 +350,8 @@ def _spec_from_json(data: dict[str, Any]) -> MetricSpec:
         errors = {**exc.errors, **wrong}
     except (TypeError, ValueError) as exc:  # a shape from_json did not foresee
         errors = {**wrong, "": str(exc)}
+    except ArithmeticError:  # e.g. epsilon = 1e308: exp() overflows building the mechanism
+        errors = {**wrong, "epsilon": "too large: the mechanism's parameters overflow"}
     else:
         if not wrong:
             return spec

@@ -112,7 +112,8 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 def _problem(description: str, retry_after: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "description": description,
-        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        "content": {"application/problem+json": {
+            "schema": {"$ref": "#/components/schemas/Problem"}}},
     }
     if retry_after:
         out["headers"] = {"Retry-After": {"required": True, "schema": {"type": "string",
@@ -176,6 +177,7 @@ def openapi_document() -> dict[str, Any]:
                             "metrics": {"type": "array",
                                         "items": {"$ref": "#/components/schemas/Spec"}}}},
                             "the latest version of every metric"),
+                        "422": _problem("an unknown query parameter"),
                         **_auth_errors(),
                     },
                 },
@@ -205,7 +207,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "200": _json({"$ref": "#/components/schemas/Spec"}, "the spec"),
                     "404": _problem("unknown metric or version"),
-                    "422": _problem("version is not an integer"),
+                    "422": _problem("version is not an integer, or an unknown query parameter"),
                     **_auth_errors(),
                 },
             }},

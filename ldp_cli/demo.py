@@ -23,8 +23,11 @@ from ldp_cli.fleet import demo_specs, draw_truth, run_fleet
 from ldp_cli.keys import clear_endpoints
 from ldp_cli.progress import Progress
 from ldp_cli.stack import StackError
+from ldp_cli.survey import run_survey
 from ldp_cli.table import format_estimate
 from ldp_cli.up import banner, start_stack, wait_for_signal
+from ldp_core.accountant import year_budget
+from ldp_core.audit import audit_all, format_table
 
 __all__ = ["cmd_demo"]
 
@@ -39,27 +42,12 @@ def _section(title: str) -> None:
 
 def _survey() -> None:
     _section("(a) Randomised-response survey")
-    try:
-        from ldp_cli.survey import run_survey
-    except ImportError as exc:
-        print(f"(skipped: the survey is not available: {exc})")
-        return
     print(run_survey())
 
 
 def _audit() -> None:
     _section("(b) Privacy audit (empirical epsilon, null control) and a one-year budget")
-    try:
-        from ldp_core.audit import audit_all, format_table
-    except ImportError as exc:
-        print(f"(audit skipped: {exc})")
-    else:
-        print(format_table(audit_all(epsilons=AUDIT_EPSILONS, trials=AUDIT_TRIALS, seed=0)))
-    try:
-        from ldp_core.accountant import year_budget
-    except ImportError as exc:
-        print(f"(budget skipped: {exc})")
-        return
+    print(format_table(audit_all(epsilons=AUDIT_EPSILONS, trials=AUDIT_TRIALS, seed=0)))
     print("\nA device that reports demo.crashed (eps = 1 per report) every day for a year:")
     print(year_budget(1.0).text())
     print("\nThe same with eps = 0.1 per report and two-level memoisation (eps_inf = 4):")

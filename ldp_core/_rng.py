@@ -18,7 +18,7 @@ import secrets
 from array import array
 from typing import Protocol
 
-__all__ = ["SYSTEM_RNG", "Rng", "bernoulli", "resolve", "uniform_words"]
+__all__ = ["SYSTEM_RNG", "Rng", "bernoulli", "random_bytes", "resolve", "uniform_words"]
 
 #: Resolution of every probability threshold: probabilities are num / 2**32.
 WORD_BITS = 32
@@ -61,6 +61,13 @@ def uniform_words(count: int, rng: Rng) -> array[int]:
     words = array("I")
     words.frombytes(raw)
     return words
+
+
+def random_bytes(count: int, rng: Rng) -> bytes:
+    """``count`` independent uniform bytes (the OS CSPRNG reads them directly)."""
+    if rng is SYSTEM_RNG:
+        return os.urandom(count)
+    return rng.getrandbits(8 * count).to_bytes(count, "little") if count else b""
 
 
 assert array("I").itemsize == 4, "ldp_core needs 32-bit unsigned array items"

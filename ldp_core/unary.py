@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import compress
 from typing import ClassVar
 
-from ldp_core._rng import WORD, Rng, uniform_words
+from ldp_core._rng import SYSTEM_RNG, WORD, WORD_BITS, Rng, random_bytes, uniform_words
 from ldp_core.base import Family, Kind, Mechanism, Report, check_domain_size, check_index
 from ldp_core.epsilon import check_epsilon, log_up, threshold_at_least, threshold_at_most
 from ldp_core.errors import ReportError
@@ -96,6 +99,40 @@ class UnaryEncoding(Mechanism):
         return check_index(value, self.size)
 
     def _perturb(self, value: int | float, rng: Rng) -> tuple[int, ...]:
+        if rng is not SYSTEM_RNG:
+            # Injected generators (tests, simulation, the memoising HMAC-DRBG of the
+            # longitudinal mechanisms) keep the word-per-bit stream, so seeded and
+            # memoised reports stay exactly what they were.
+            return self._perturb_words(value, rng)
+        # Bit i != v is 1 iff a uniform 32-bit word u_i < zero; bit v iff u_v < one.
+        # u_i = top_i * 2**24 + low_i: the top byte alone decides unless it equals
+        # zero >> 24 (probability 1/256), and only then are 24 low bits drawn.  Same
+        # law as comparing whole words, a quarter of the entropy, and the scan over
+        # the bits runs in C (bytes.translate + itertools.compress).
+        size, zero = self.size, self.zero
+        cut = zero >> 24
+        below, _ = _byte_tables(cut)
+        top = random_bytes(size, rng)
+        bits = list(compress(range(size), top.translate(below)))
+        if cut in top:
+            low = zero & 0xFFFFFF
+            start = top.find(cut)
+            while start != -1:
+                if rng.getrandbits(24) < low:
+                    bits.append(start)
+                start = top.find(cut, start + 1)
+            bits.sort()
+        v = int(value)
+        keep = rng.getrandbits(WORD_BITS) < self.one  # the true bit's own word
+        at = bisect_left(bits, v)
+        has = at < len(bits) and bits[at] == v
+        if keep and not has:
+            bits.insert(at, v)
+        elif has and not keep:
+            del bits[at]
+        return tuple(bits)
+
+    def _perturb_words(self, value: int | float, rng: Rng) -> tuple[int, ...]:
         # One uniform word per bit.  Every bit is first decided with the 0-bit
         # threshold; the true bit's own word is then compared with the 1-bit
         # threshold (zero < one, so the first pass can only under-set it).
@@ -138,6 +175,12 @@ class UnaryEncoding(Mechanism):
                 "bitvector_length", f"bits set beyond the {self.size} bits of the vector"
             )
         return _set_bits(raw)
+
+
+@functools.lru_cache(maxsize=64)
+def _byte_tables(cut: int) -> tuple[bytes, bytes]:
+    """bytes.translate tables: top byte < cut -> 1, and top byte == cut -> 1."""
+    return (bytes(int(b < cut) for b in range(256)), bytes(int(b == cut) for b in range(256)))
 
 
 def _set_bits(raw: bytes) -> tuple[int, ...]:

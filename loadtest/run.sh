@@ -13,9 +13,11 @@
 # started (SIGTERM, then SIGKILL).
 #
 # Settings (environment): RUN_TIME (30s), USERS (20), SPAWN_RATE (10), PROCESSES (nproc),
-# COLLECTOR_WORKERS (1), LDP_LT_DEVICES (4 devices x 5 metrics per batch),
+# COLLECTOR_WORKERS (1; above 1 via benchmarks/uvicorn_tcp.py unless PLAIN_UVICORN=1),
+# LDP_LT_DEVICES (4 devices x 5 metrics per batch),
 # LDP_LT_THINK_MIN / LDP_LT_THINK_MAX (0.5 / 2.0 s), OUT_DIR (loadtest/out/<UTC time>),
-# PYTHON (.venv/bin/python), NO_AGGREGATOR=1 to skip the aggregator and the analyst user.
+# PYTHON (.venv/bin/python), NO_AGGREGATOR=1 to skip the aggregator and the analyst user,
+# LDP_RATE_LIMIT_PER_SECOND (default 0 = off: the one ingest key here stands for a whole fleet).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,11 +78,19 @@ grep -q "redis ready" "$OUT_DIR/redis-holder.log" || { echo "redis did not start
 # -- collector -------------------------------------------------------------------------------
 COLLECTOR_PORT="$(free_port)"
 COLLECTOR_URL="http://127.0.0.1:$COLLECTOR_PORT"
+if [[ "$COLLECTOR_WORKERS" -gt 1 && "${PLAIN_UVICORN:-0}" != "1" ]]; then
+    # `uvicorn --workers N` loses TCP_NODELAY (Kludex/uvicorn#3149); same supervisor, fixed socket.
+    COLLECTOR_CMD=("$PY" benchmarks/uvicorn_tcp.py collector.app:create_app "$COLLECTOR_PORT"
+                   "$COLLECTOR_WORKERS")
+else
+    COLLECTOR_CMD=("$PY" -m uvicorn --factory collector.app:create_app --host 127.0.0.1
+                   --port "$COLLECTOR_PORT" --workers "$COLLECTOR_WORKERS" --no-access-log
+                   --log-level warning)
+fi
 LDP_ENV=dev LDP_REDIS_URL="$REDIS_URL" LDP_ADMIN_KEYS="$ADMIN_KEY" LDP_INGEST_KEYS="$INGEST_KEY" \
 LDP_ANALYST_KEYS="$ANALYST_KEY" LDP_LOG_LEVEL=WARNING \
-    "$PY" -m uvicorn --factory collector.app:create_app --host 127.0.0.1 --port "$COLLECTOR_PORT" \
-    --workers "$COLLECTOR_WORKERS" --no-access-log --log-level warning \
-    >"$OUT_DIR/collector.log" 2>&1 &
+LDP_RATE_LIMIT_PER_SECOND="${LDP_RATE_LIMIT_PER_SECOND:-0}" \
+    "${COLLECTOR_CMD[@]}" >"$OUT_DIR/collector.log" 2>&1 &
 PIDS+=($!)
 "$PY" loadtest/support.py wait "$COLLECTOR_URL/readyz" 60 || { cat "$OUT_DIR/collector.log" >&2; exit 1; }
 

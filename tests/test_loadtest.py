@@ -7,6 +7,7 @@ No timing is asserted: timings live in benchmarks/.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -18,7 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytest.importorskip("locust", reason="locust is in the dev extra")
+# Only look locust up: importing it here would gevent-monkey-patch the test process.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("locust") is None, reason="locust is in the dev extra"
+)
 
 
 @pytest.mark.timeout(120)

@@ -41,8 +41,8 @@ __all__ = [
     "BATCH",
     "Ledger",
     "load_ledger",
-    "make_batches",
     "main",
+    "make_batches",
 ]
 
 BATCH = 1000
@@ -53,7 +53,7 @@ BUCKETS = 4
 def make_batches(seed: int, count: int, epoch: int) -> list[dict[str, list[Any]]]:
     """``count`` columnar batches of BATCH distinct reports (ids and tokens unique)."""
     rng = random.Random(seed)
-    out = []
+    out: list[dict[str, list[Any]]] = []
     for _ in range(count):
         out.append({
             "metric": [METRIC] * BATCH,

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,50 @@ def write_figures(name: str, figures: dict[str, Any]) -> None:
 
 
 __all__ += ["acks_so_far", "load_ledger", "wait_for_send"]
+
+
+def kill_on_evalsha(redis_port: int, kill: Callable[[], None], timeout: float = 30.0) -> bool:
+    """Watch Redis with MONITOR and call ``kill`` as soon as an ingest script runs
+    (the batch is applied in Redis; its answer is most likely not yet sent).
+    False if no script ran within ``timeout``."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    client = redis.Redis(port=redis_port, socket_timeout=timeout)
+    try:
+        with client.monitor() as m:  # type: ignore[no-untyped-call]
+            while time.monotonic() < deadline:
+                command = m.next_command()["command"]
+                if command.upper().startswith("EVALSHA"):
+                    kill()
+                    return True
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return False
+    finally:
+        client.close()
+    return False
+
+
+__all__ += ["kill_on_evalsha"]
+
+
+def account_ids(redis_url: str, metric: str, epoch: int, acknowledged: set[str]) -> dict[str, int]:
+    """Distinct acknowledged ids against the report count Redis holds for the epoch."""
+
+    async def read() -> int:
+        store = Store.connect(redis_url)
+        try:
+            spec = await store.get_metric(metric)
+            assert spec is not None
+            tallies = await store.read_tallies(spec, [epoch])
+            return tallies.get(epoch, ([], 0))[1]
+        finally:
+            await store.close()
+
+    counted = asyncio.run(read())
+    n = len(acknowledged)
+    return {"acknowledged_distinct": n, "counted": counted,
+            "lost": max(0, n - counted), "double_counted": max(0, counted - n)}
+
+
+__all__ += ["account_ids"]

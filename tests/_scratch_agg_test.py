@@ -1,0 +1,125 @@
+"""schemathesis against the aggregator's OpenAPI document (its own GET /openapi.json).
+
+The ASGI app runs in-process over a real redis-server holding three metrics
+with reports (written through the collector).  Each GET operation gets
+generated cases, schema-valid and schema-invalid, sent with the analyst key
+(unless the case's own headers were generated invalid); every answer must
+pass schemathesis' checks: no 5xx, documented status codes, content types,
+headers and bodies, invalid data rejected.  The form posts (/login,
+/logout) are covered by the role matrix (tests/test_security_access.py).
+Counts per operation go to test-artifacts/schemathesis-aggregator.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis import GenerationMode
+from schemathesis.core.parameters import ParameterLocation
+from schemathesis.python import asgi as st_asgi
+
+from aggregator.app import create_app as _create
+from tests._scratch_aggopenapi import install_openapi
+
+def create_app(settings):
+    app = _create(settings)
+    install_openapi(app)
+    return app
+from aggregator.settings import Settings
+from collector.redis_server import RedisServer
+from collector.store import Store, ValidReport
+from ldp_core.metric import MetricSpec
+from tests.support.reports import SPECS, envelope, today
+from tests.support.servers import ANALYST_KEY, REPO_ROOT, auth
+
+CASES = 100
+SEEN: Counter[str] = Counter()
+STATUSES: dict[str, Counter[str]] = {}
+
+
+@pytest.fixture(scope="module")
+def aggregator_schema(redis_server: RedisServer) -> Iterator[Any]:
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+
+    async def fill() -> None:
+        store = Store.connect(redis_server.url)
+        try:
+            for name in ("browser", "dark_mode", "load_ms"):
+                spec, _ = await store.create_metric(MetricSpec.from_json(SPECS[name]))
+                mech = spec.build()
+                reports = []
+                for i in range(300):
+                    value = spec.domain[i % 4] if name == "browser" else (
+                        bool(i % 2) if name == "dark_mode" else float(i))
+                    env = envelope(name, 1, today() - i % 3,
+                                   mech.encode(mech.randomize(spec.index_of(value))))
+                    reports.append(ValidReport(spec, env.epoch, env.report_id, env.token,
+                                               mech.counters(mech.decode(env.payload))))
+                await store.ingest(reports)
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    app = create_app(Settings(env="dev", redis_url=redis_server.url, analyst_keys=ANALYST_KEY))
+    try:
+        yield schemathesis.openapi.from_asgi("/openapi.json", app)
+    finally:
+        st_asgi.shutdown_lifespans()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_counts() -> Iterator[None]:
+    yield
+    out = REPO_ROOT / "test-artifacts"
+    out.mkdir(exist_ok=True)
+    summary = {k: {"cases": SEEN[k], "statuses": dict(v)} for k, v in STATUSES.items()}
+    (out / "schemathesis-aggregator.json").write_text(json.dumps(summary, indent=1))
+    print("\nschemathesis aggregator", json.dumps(summary))
+
+
+OPERATIONS = [
+    ("GET", "/v1/estimates/{name}", CASES),
+    ("GET", "/v1/estimates/{name}/compare", CASES),
+    ("GET", "/", CASES // 4),
+    ("GET", "/v1/metrics", 5),
+    ("GET", "/healthz", 5),
+    ("GET", "/readyz", 5),
+    ("GET", "/static/dashboard.css", 5),
+]
+NO_INPUT = {"/v1/metrics", "/healthz", "/readyz", "/static/dashboard.css"}
+
+
+@pytest.mark.parametrize(("method", "path", "cases", "mode"), [
+    pytest.param(m, p, c, mode, marks=[pytest.mark.slow] if c >= CASES else [])
+    for m, p, c in OPERATIONS
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    if mode.is_positive or p not in NO_INPUT
+])
+def test_operation_conforms(
+    aggregator_schema: Any, method: str, path: str, cases: int, mode: GenerationMode
+) -> None:
+    operation = aggregator_schema[path][method]
+    label = f"{method} {path}"
+
+    @settings(max_examples=cases // 2 or 1, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @given(case=operation.as_strategy(mode))
+    def run(case: Any) -> None:
+        negative_headers = case.meta is not None and case.meta.is_negative_at(
+            ParameterLocation.HEADER)
+        response = case.call_and_validate(
+            headers=None if negative_headers else auth(ANALYST_KEY))
+        assert response.status_code < 500
+        SEEN[label] += 1
+        STATUSES.setdefault(label, Counter())[f"{mode.value} {response.status_code}"] += 1
+
+    run()

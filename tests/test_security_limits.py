@@ -1,0 +1,135 @@
+"""Body limits over real HTTP: 413s without the collector's memory growing past a bound.
+
+test_collector_api.py proves the status codes in-process.  Here the collector
+is a uvicorn subprocess and the test reads its VmRSS and VmHWM (peak RSS) from
+/proc/<pid>/status before and after a barrage of hostile bodies sent over raw
+sockets: declared-huge bodies, endless chunked bodies, gzip bombs (512 MiB of
+zeros in ~0.5 MB) to both POST endpoints, and JSON that inflates into a
+million objects.  Every one must be refused (413, or 400 for a body within the
+limits that is not a batch), the peak RSS may grow by at most PEAK_BOUND over
+the warmed-up peak (the limits are 1 MiB raw and 4 MiB inflated for batches,
+16 MiB for specs; parsing that is what costs), the RSS after by at most
+LEAK_BOUND, and the service must still answer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import select
+import socket
+import time
+import zlib
+from pathlib import Path
+
+import httpx
+import orjson
+
+from ldp_core.wire import encode_batch
+from tests.support.reports import SPECS, envelope, today
+from tests.support.servers import ADMIN_KEY, INGEST_KEY, ServiceProcess, auth
+
+MIB = 1 << 20
+PEAK_BOUND = 64 * MIB
+LEAK_BOUND = 32 * MIB
+
+
+def memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM of a process in bytes, from /proc/<pid>/status."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            out[name] = int(value.split()[0]) * 1024
+    return out
+
+
+def gzip_bomb(inflated: int) -> bytes:
+    """``inflated`` bytes of zeros, gzip-compressed without ever holding them."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(MIB)
+    parts = [z.compress(zeros) for _ in range(inflated // MIB)]
+    parts.append(z.flush())
+    return b"".join(parts)
+
+
+def raw_request(port: int, head: str, body_chunks: list[bytes], key: str) -> int:
+    """Send a request over a raw socket, feeding the body only while the server has not
+    answered (or closed); return the status code of its answer."""
+    body = memoryview(b"".join(body_chunks))
+    sent = 0
+    answer = b""
+    deadline = time.monotonic() + 30
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall((head + f"Authorization: Bearer {key}\r\nHost: x\r\n\r\n").encode())
+        while b"\r\n" not in answer and time.monotonic() < deadline:
+            want_write = [sock] if sent < len(body) else []
+            readable, writable, _ = select.select([sock], want_write, [], 1.0)
+            if readable:
+                try:
+                    more = sock.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not more:
+                    break
+                answer += more
+            elif writable:
+                try:
+                    sent += sock.send(body[sent:sent + 65536])
+                except (BrokenPipeError, ConnectionResetError):
+                    sent = len(body)
+    assert answer.startswith(b"HTTP/1.1 "), answer[:100]
+    return int(answer.split(b" ", 2)[1])
+
+
+def test_hostile_bodies_are_413_and_memory_stays_bounded(
+    collector_service: ServiceProcess,
+) -> None:
+    url, port, pid = collector_service.url, collector_service.port, collector_service.pid
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.post("/v1/metrics", json=SPECS["browser"],
+                           headers=auth(ADMIN_KEY)).status_code == 201
+        # Warm up with the largest legitimate batch, gzip and plain, a few times.
+        for i in range(3):
+            envs = [envelope("browser", 1, today(), j % 4) for j in range(1000)]
+            body = orjson.dumps(encode_batch(envs))
+            r = client.post("/v1/reports", content=gzip.compress(body) if i % 2 else body,
+                            headers={**auth(INGEST_KEY), "Content-Encoding":
+                                     "gzip" if i % 2 else "identity"})
+            assert r.json()["accepted"] == 1000
+        before = memory(pid)
+        bomb = gzip_bomb(512 * MIB)
+        assert len(bomb) < MIB  # under the raw limit: only inflation can refuse it
+        statuses: list[int] = []
+        for _ in range(10):
+            for path, key in (("/v1/reports", INGEST_KEY), ("/v1/metrics", ADMIN_KEY)):
+                # Declared far too large: refused from the headers.
+                statuses.append(raw_request(
+                    port, f"POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {1 << 30}\r\n", [b"{" * 65536] * 4, key))
+                # Chunked with no length, 64 MiB on offer: refused once past the limit.
+                chunk = b"%x\r\n" % (256 * 1024) + b"[" * (256 * 1024) + b"\r\n"
+                statuses.append(raw_request(
+                    port, f"POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n"
+                          "Transfer-Encoding: chunked\r\n", [chunk] * 256, key))
+                # The gzip bomb.
+                r = client.post(path, content=bomb, headers={
+                    **auth(key), "Content-Encoding": "gzip", "Content-Type": "application/json"})
+                statuses.append(r.status_code)
+        # Within the limits but a million JSON values: parsed, then refused as not a batch.
+        flood = b'{"metric": [' + b",".join([b"0"] * 500_000) + b"]}"
+        assert len(flood) < MIB
+        r = client.post("/v1/reports", content=flood, headers=auth(INGEST_KEY))
+        assert r.status_code == 400 and r.json()["code"] == "batch_shape"
+        after = memory(pid)
+        assert client.get("/healthz").status_code == 200
+        envs = [envelope("browser", 1, today(), 2) for _ in range(10)]
+        assert client.post("/v1/reports", json=encode_batch(envs),
+                           headers=auth(INGEST_KEY)).json()["accepted"] == 10
+    peak_growth = after["VmHWM"] - before["VmHWM"]
+    rss_growth = after["VmRSS"] - before["VmRSS"]
+    print(f"\nbody limits: {len(statuses)} hostile bodies, statuses {sorted(set(statuses))}, "
+          f"RSS {before['VmRSS'] / MIB:.1f} -> {after['VmRSS'] / MIB:.1f} MiB, "
+          f"peak {before['VmHWM'] / MIB:.1f} -> {after['VmHWM'] / MIB:.1f} MiB")
+    assert statuses == [413] * len(statuses)
+    assert peak_growth < PEAK_BOUND, peak_growth / MIB
+    assert rss_growth < LEAK_BOUND, rss_growth / MIB
