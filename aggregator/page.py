@@ -108,6 +108,15 @@ def _section(body: dict[str, Any]) -> str:
         f'<span class="n">n = {body["n"]}</span> · {body["window"]["epochs"]} '
         f"{escape(body['epoch_length'])}(s) · {int(body['confidence'] * 100)}% intervals</p>"
     )
+    flags = body.get("poisoning") or {}
+    if flags.get("flagged"):
+        z = flags.get("tally_sum_z")
+        facts += (
+            '<p class="poisoning">Possible poisoning: '
+            f"{int(flags.get('implausible_reports', 0))} implausible report(s) refused"
+            + (f"; set-bit total {z:+.1f} standard deviations from the honest law" if z else "")
+            + ".</p>"
+        )
     if body["suppressed"]:
         main = f'<p class="suppressed">Suppressed: {escape(str(body["reason"]))}.</p>'
     else:

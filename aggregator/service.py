@@ -5,15 +5,17 @@ Kept apart from HTTP so that the JSON API and the dashboard page share it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from aggregator.decide import decide
 from aggregator.problems import Problem
 from aggregator.views import EstimateOptions, estimate_json, metric_facts
 from aggregator.window import TallyReader, WindowTooLarge, read_window
+from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core.metric import NAME_PATTERN, MetricSpec
 
-__all__ = ["MetricReader", "compare", "estimate_response", "load_spec"]
+__all__ = ["MetricReader", "compare", "estimate_response", "load_spec", "poisoning"]
 
 
 class MetricReader(TallyReader, Protocol):
@@ -22,6 +24,8 @@ class MetricReader(TallyReader, Protocol):
     async def list_metrics(self) -> list[MetricSpec]: ...
 
     async def get_metric(self, name: str, version: int | None = None) -> MetricSpec | None: ...
+
+    async def read_flags(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]: ...
 
 
 async def load_spec(store: MetricReader, name: str, version: int | None) -> MetricSpec:
@@ -66,6 +70,7 @@ async def estimate_response(
     }
     out["confidence"] = options.confidence
     out.update(estimate_json(spec, window.total, window.n, options))
+    out["poisoning"] = await poisoning(store, spec, window.epochs, window.total, window.n)
     if series:
         out["series"] = [
             {
@@ -76,6 +81,23 @@ async def estimate_response(
             for epoch, vector, n in window.per_epoch
         ]
     return out
+
+
+async def poisoning(
+    store: MetricReader, spec: MetricSpec, epochs: Sequence[int], total: Sequence[int], n: int
+) -> dict[str, Any]:
+    """Signs of lying clients in the window (local DP cannot stop them; it can show them).
+
+    ``implausible_reports``: reports the collector refused because no honest
+    device produces them (e.g. far too many set bits in a unary report).
+    ``tally_sum_z``: for unary encodings, the z-score of the total number of set
+    bits against the honest law; crafted reports that pass the per-report check
+    still shift it.  ``flagged`` when either is present or |z| > SUM_Z_FLAG.
+    """
+    refused = sum((await store.read_flags(spec, epochs)).values()) if epochs else 0
+    z = count_sum_z(spec.build(), list(total), n) if n else None
+    flagged = refused > 0 or (z is not None and abs(z) > SUM_Z_FLAG)
+    return {"implausible_reports": refused, "tally_sum_z": z, "flagged": flagged}
 
 
 def _pick(spec: MetricSpec, body: dict[str, Any], label: str) -> dict[str, Any]:

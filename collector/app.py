@@ -48,12 +48,15 @@ from __future__ import annotations
 import logging
 import math
 import time
+import traceback
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import orjson
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -205,6 +208,17 @@ def create_app(
     for error in REDIS_ERRORS:
         app.add_exception_handler(error, on_redis_down)
 
+    async def on_client_bug(request: Request, exc: Exception) -> Response:
+        # redis-py sometimes fails inside itself while it reconnects (e.g. an
+        # AttributeError on a connection whose writer is gone, seen on a Redis Cluster
+        # while a master restarts).  That is storage being unavailable: 503, retry.
+        if _raised_in_redis_client(exc):
+            return await on_redis_down(request, exc)
+        return await on_unexpected(request, exc)
+
+    for error in _CLIENT_BUGS:
+        app.add_exception_handler(error, on_client_bug)
+
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log_event(log, "internal_error", logging.ERROR, error=type(exc).__name__)
@@ -333,6 +347,20 @@ def create_app(
         })
 
     return app
+
+
+#: Exceptions that redis-py has been seen to raise from inside itself while Redis is
+#: going away or coming back; answered 503 when (and only when) raised in redis-py.
+_CLIENT_BUGS: tuple[type[Exception], ...] = (
+    AttributeError, TypeError, IndexError, KeyError, RuntimeError,
+)
+_REDIS_PACKAGE = str(Path(redis.__file__).resolve().parent)
+
+
+def _raised_in_redis_client(exc: BaseException) -> bool:
+    """True if the innermost frame of the exception's traceback is redis-py code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and str(Path(frames[-1].filename).resolve()).startswith(_REDIS_PACKAGE)
 
 
 #: Spec fields that must be strings; MetricSpec.from_json looks them up in a dict.

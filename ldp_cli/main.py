@@ -141,7 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command == "bench":
+        # `ldp bench --quick`: flags belong to benchmarks/run_all.py.
+        args.rest = [*unknown, *args.rest]
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Handler = args.handler
     try:
         return handler(args)

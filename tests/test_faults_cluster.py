@@ -182,3 +182,20 @@ async def _scenario(cluster: RedisClusterProcesses) -> None:
     print("\ncluster master loss", figures)
     assert n == BATCHES * 1000 and vector == buckets
     random.seed(0)
+
+
+async def test_a_redis_client_failure_inside_redis_py_is_classified_as_storage_down() -> None:
+    """The redis-py failure this file met (a reconnecting cluster connection whose writer is
+    gone raises AttributeError from inside redis-py) is answered 503, not 500; the same
+    exception type raised by our own code stays an internal error."""
+    from redis.asyncio.connection import Connection
+
+    from collector.app import _raised_in_redis_client
+
+    conn = Connection(host="127.0.0.1", port=1)
+    with pytest.raises(AttributeError) as inside:
+        await conn._send_packed_command([b"PING\r\n"])  # never connected: no writer
+    assert _raised_in_redis_client(inside.value)
+    with pytest.raises(AttributeError) as ours:
+        _ = None.writelines  # type: ignore[attr-defined]
+    assert not _raised_in_redis_client(ours.value)
