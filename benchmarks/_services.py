@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -25,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from collector import processes
 from collector.redis_server import RedisServer, free_port
 
 __all__ = [
@@ -58,29 +57,17 @@ class Service:
 
     def wait_ready(self, path: str, timeout: float) -> None:
         """Poll ``path`` until it answers 200, else stop and raise with the log."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"uvicorn exited: {self.log_path.read_text(errors='replace')}")
-            try:
-                with urllib.request.urlopen(self.url + path, timeout=1.0) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
+        if processes.wait_http_ok(self.url + path, self.process, timeout):
+            return
         self.stop()
-        raise RuntimeError(f"{self.url}{path} not ready in {timeout}s")
+        raise RuntimeError(
+            f"{self.url}{path} not ready in {timeout}s: "
+            f"{self.log_path.read_text(errors='replace')}"
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM our pid, then SIGKILL if it lingers."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout)
 
 
 def start_uvicorn(

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from collector import processes
 
 __all__ = ["RedisServer", "find_redis_server", "free_port"]
 
@@ -72,7 +73,7 @@ class RedisServer:
         folder.mkdir(parents=True, exist_ok=True)
         chosen = port or free_port()
         process = subprocess.Popen(
-            cls._argv(chosen, folder, appendfsync, extra),
+            cls.argv(chosen, folder, appendfsync, extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -81,7 +82,7 @@ class RedisServer:
         return server
 
     @staticmethod
-    def _argv(port: int, folder: Path, appendfsync: str, extra: tuple[str, ...]) -> list[str]:
+    def argv(port: int, folder: Path, appendfsync: str, extra: tuple[str, ...]) -> list[str]:
         return [
             find_redis_server(),
             "--bind",
@@ -131,25 +132,17 @@ class RedisServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (Redis flushes its append-only file), then wait."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout)
 
     def kill(self) -> None:
         """SIGKILL: a crash, for fault tests."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        processes.kill(self.process)
 
     def restart(self, timeout: float = 10.0) -> None:
         """Start again on the same port and folder (replays the append-only file)."""
         self.stop()
         self.process = subprocess.Popen(
-            self._argv(self.port, self.data_dir, self.appendfsync, self.extra),
+            self.argv(self.port, self.data_dir, self.appendfsync, self.extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

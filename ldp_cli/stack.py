@@ -12,12 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector import processes
 from collector.redis_server import RedisServer, free_port
 from ldp_cli.keys import Keys
 
@@ -55,7 +53,7 @@ def _start_redis(folder: Path, timeout: float = 10.0) -> RedisServer:
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     process = subprocess.Popen(
-        RedisServer._argv(port, folder, "everysec", ()),
+        RedisServer.argv(port, folder, "everysec", ()),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
@@ -90,29 +88,14 @@ class Service:
             return ""
 
     def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise StackError(
-                    f"{self.name} exited with {self.process.returncode}:\n{self.tail()}"
-                )
-            try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1.0) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
+        if processes.wait_http_ok(self.url + "/healthz", self.process, timeout):
+            return
+        if not self.alive():
+            raise StackError(f"{self.name} exited with {self.process.returncode}:\n{self.tail()}")
         raise StackError(f"{self.name} not ready on {self.url} in {timeout:g}s:\n{self.tail()}")
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout)
 
 
 @dataclass

@@ -27,18 +27,16 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from collector import processes
 from collector.redis_server import RedisServer, free_port
 
 __all__ = [
@@ -96,37 +94,20 @@ class ServiceProcess:
 
     def wait_ready(self, path: str = "/healthz", timeout: float = 30.0) -> None:
         """Poll ``path`` until it answers 200; raise with the log if it never does."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise RuntimeError(
-                    f"uvicorn exited with {self.process.returncode}:\n{self.log()}"
-                )
-            try:
-                with urllib.request.urlopen(self.url + path, timeout=1.0) as resp:  # noqa: S310
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
+        if processes.wait_http_ok(self.url + path, self.process, timeout):
+            return
+        if not self.alive():
+            raise RuntimeError(f"uvicorn exited with {self.process.returncode}:\n{self.log()}")
         self.stop()
         raise RuntimeError(f"uvicorn not ready on {self.url}{path} in {timeout}s:\n{self.log()}")
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (graceful shutdown), then SIGKILL if it lingers."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout)
 
     def kill(self) -> None:
         """SIGKILL: a crash, for fault tests."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        processes.kill(self.process)
 
     def __enter__(self) -> ServiceProcess:
         return self

@@ -1,0 +1,59 @@
+"""Child processes we own: stop them by their pid, and wait for them to answer.
+
+Used by the embedded Redis (``collector.redis_server``), ``ldp up``, the test
+fixtures and the benchmarks, so every process we start is stopped the same way.
+
+>>> import subprocess, sys
+>>> child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+>>> stop(child, timeout=5.0)
+>>> child.poll() is not None
+True
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+__all__ = ["answers_ok", "kill", "stop", "wait_http_ok"]
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM (a graceful shutdown), then SIGKILL if it lingers past ``timeout``."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill(process)
+
+
+def kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL and reap: a crash, for fault tests, or the last resort of ``stop``."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
+
+def answers_ok(url: str, timeout: float = 1.0) -> bool:
+    """Whether a GET of ``url`` (loopback) answers 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_http_ok(url: str, process: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Poll ``url`` until it answers 200 (True), the process exits or time runs out (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if answers_ok(url):
+            return True
+        time.sleep(0.05)
+    return False
