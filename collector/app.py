@@ -312,7 +312,8 @@ def create_app(
         store = store_of(request)
         pairs = metric_keys(cols)
         specs = await store.get_metrics(pairs)
-        names = {name for name in cols.metric if type(name) is str and NAME_PATTERN.match(name)}
+        distinct = {name for name in cols.metric if type(name) is str}
+        names = {name for name in distinct if NAME_PATTERN.match(name)}
         found = {name for name, _ in specs}
         known_names = found | await store.known_names(names - found)
         window = EpochWindow(clock(), retention_seconds, settings.clock_skew_epochs)

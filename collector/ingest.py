@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,13 @@ __all__ = [
 
 _REPORT_ID = re.compile(r"[0-9a-f]{32}")
 _TOKEN = re.compile(r"[0-9a-f]{64}")
+_REPORT_IDS = re.compile(r"(?:[0-9a-f]{32}\n)*")
+_TOKENS = re.compile(r"(?:[0-9a-f]{64}\n)*")
+
+
+def _always(value: str) -> bool:
+    """Every value passes (the batch was checked as a whole)."""
+    return True
 
 
 def check_report_id(value: object) -> bool:
@@ -96,7 +103,8 @@ def inflate(raw: bytes, content_encoding: str | None, max_inflated: int) -> byte
         return raw
     if encoding not in ("gzip", "x-gzip"):
         raise Problem(
-            415, "unsupported_encoding",
+            415,
+            "unsupported_encoding",
             f"Content-Encoding must be gzip or identity, not {encoding!r}",
         )
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -105,9 +113,7 @@ def inflate(raw: bytes, content_encoding: str | None, max_inflated: int) -> byte
     except zlib.error:
         raise Problem(400, "invalid_gzip", "the body is not valid gzip") from None
     if len(out) > max_inflated or inflater.unconsumed_tail:
-        raise Problem(
-            413, "body_too_large", f"the inflated body exceeds {max_inflated} bytes"
-        )
+        raise Problem(413, "body_too_large", f"the inflated body exceeds {max_inflated} bytes")
     if not inflater.eof or inflater.unused_data:
         raise Problem(400, "invalid_gzip", "the gzip body is truncated or has trailing data")
     return out
@@ -203,7 +209,8 @@ _INT_PAYLOAD = (GRR, BinaryRR, ForcedResponse)
 def metric_keys(cols: Columns) -> set[tuple[str, int]]:
     """The distinct (metric, version) pairs of a batch that could name a metric."""
     pairs = {
-        (m, v) for m, v in zip(cols.metric, cols.version, strict=True)
+        (m, v)
+        for m, v in zip(cols.metric, cols.version, strict=True)
         if type(m) is str and type(v) is int
     }
     return {(m, v) for m, v in pairs if 0 < v < 1 << 31 and NAME_PATTERN.match(m)}
@@ -233,7 +240,20 @@ def validate(
             known = type(m) is str and m in known_names
             rejected[i] = "unknown_version" if known else "unknown_metric"
     epochs, rids, tokens, payloads = cols.epoch, cols.report_id, cols.token, cols.payload
-    rid_ok, token_ok = _REPORT_ID.fullmatch, _TOKEN.fullmatch
+    rid_ok: Callable[[str], object] = _REPORT_ID.fullmatch
+    token_ok: Callable[[str], object] = _TOKEN.fullmatch
+    # Common case first: every id and token of the batch well formed, checked by one
+    # regex pass over each joined column instead of two regex calls per report.
+    # The length check refuses ids that smuggle a newline (one line per value).
+    if all(type(x) is str for x in rids) and all(type(x) is str for x in tokens):
+        joined_ids, joined_tokens = "\n".join(rids) + "\n", "\n".join(tokens) + "\n"
+        if (
+            len(joined_ids) == 33 * len(rids)
+            and len(joined_tokens) == 65 * len(tokens)
+            and _REPORT_IDS.fullmatch(joined_ids)
+            and _TOKENS.fullmatch(joined_tokens)
+        ):
+            rid_ok = token_ok = _always
     for key, rows in groups.items():
         spec = specs.get(key)
         if spec is None:
