@@ -18,6 +18,7 @@ import redis.exceptions
 from fastapi import FastAPI, Request, Response
 
 from aggregator.auth import KeyRing
+from aggregator.openapi_doc import install_openapi
 from aggregator.problems import Problem, install_handlers, problem_response
 from aggregator.routers import dashboard, estimates, health, metrics
 from aggregator.settings import DEV_REDIS_URL, Settings
@@ -126,4 +127,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for module in (health, metrics, estimates, dashboard):
         app.include_router(module.router)
+    install_openapi(app)
     return app

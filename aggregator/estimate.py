@@ -57,7 +57,9 @@ def z_value(confidence: float, comparisons: int = 1) -> float:
     """Two-sided normal quantile, Bonferroni-corrected over ``comparisons``."""
     if not 0 < confidence < 1 or math.isnan(confidence):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return NormalDist().inv_cdf(1 - (1 - confidence) / (2 * comparisons))
+    # The lower tail, negated: 1 - tiny rounds to 1.0 (confidence 0.9999999999999999
+    # made inv_cdf raise), while (1 - confidence) / 2 stays a positive float.
+    return -NormalDist().inv_cdf((1 - confidence) / (2 * comparisons))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ limits that is not a batch), the peak RSS may grow by at most PEAK_BOUND over
 the warmed-up peak (the limits are 1 MiB raw and 4 MiB inflated for batches,
 16 MiB for specs; parsing that is what costs), the RSS after by at most
 LEAK_BOUND from one identical round of the barrage to the next (a leak), and
-the service must still answer.
+the service must still answer.  The aggregator's one body-reading route, the
+dashboard's sign-in form (POST /login), must refuse bodies over 4 KiB the same
+way (it used to read any body whole before checking its size).
 """
 
 from __future__ import annotations
@@ -25,9 +27,17 @@ from pathlib import Path
 import httpx
 import orjson
 
+from collector.redis_server import RedisServer
 from ldp_core.wire import encode_batch
 from tests.support.reports import SPECS, envelope, today
-from tests.support.servers import ADMIN_KEY, INGEST_KEY, ServiceProcess, auth
+from tests.support.servers import (
+    ADMIN_KEY,
+    ANALYST_KEY,
+    INGEST_KEY,
+    ServiceProcess,
+    auth,
+    start_uvicorn,
+)
 
 MIB = 1 << 20
 PEAK_BOUND = 64 * MIB
@@ -145,3 +155,36 @@ def test_hostile_bodies_are_413_and_memory_stays_bounded(
     assert statuses == [413] * len(statuses)
     assert peak_growth < PEAK_BOUND, peak_growth / MIB
     assert leak < LEAK_BOUND, leak / MIB
+
+
+def test_aggregator_login_body_is_bounded(redis_server: RedisServer, tmp_path: Path) -> None:
+    """POST /login (the dashboard's sign-in form) reads at most 4 KiB of body."""
+    service = start_uvicorn(
+        "aggregator.app:create_app",
+        {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY},
+        log_dir=tmp_path / "aggregator")
+    try:
+        with httpx.Client(base_url=service.url, timeout=30) as client:
+            r = client.post("/login", content=f"key={ANALYST_KEY}".encode(),
+                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+            assert r.status_code == 303
+            before = memory(service.pid)
+            statuses = []
+            for _ in range(5):
+                statuses.append(raw_request(
+                    service.port, "POST /login HTTP/1.1\r\nContent-Type: "
+                    f"application/x-www-form-urlencoded\r\nContent-Length: {1 << 30}\r\n",
+                    [b"key=" + b"a" * 65536] * 64, ANALYST_KEY))
+                chunk = b"%x\r\n" % (256 * 1024) + b"a" * (256 * 1024) + b"\r\n"
+                statuses.append(raw_request(
+                    service.port, "POST /login HTTP/1.1\r\nContent-Type: "
+                    "application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n",
+                    [chunk] * 256, ANALYST_KEY))
+            after = memory(service.pid)
+            assert client.get("/healthz").status_code == 200
+    finally:
+        service.stop()
+    print(f"\naggregator /login: statuses {sorted(set(statuses))}, "
+          f"peak {before['VmHWM'] / MIB:.1f} -> {after['VmHWM'] / MIB:.1f} MiB")
+    assert statuses == [413] * len(statuses)
+    assert after["VmHWM"] - before["VmHWM"] < 16 * MIB

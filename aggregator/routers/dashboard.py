@@ -33,6 +33,7 @@ router = APIRouter(tags=["dashboard"])
 MAX_METRICS = 50
 SERIES_POINTS = 60
 _SESSION_SECONDS = 8 * 3600
+_MAX_LOGIN_BODY = 4096
 
 
 def _signed_in(settings: Settings, session: str) -> RedirectResponse:
@@ -91,9 +92,16 @@ async def dashboard(
 @router.post("/login")
 async def login(request: Request, ring: KeyRingDep, settings: SettingsDep) -> Response:
     """The form's POST: a urlencoded ``key`` field (bounded body)."""
-    raw = await request.body()
-    if len(raw) > 4096:
-        return _login("Request too large.")
+    # Read at most 4 KiB: request.body() would hold any body the client sends in memory.
+    too_large = HTMLResponse(login_page("Request too large."), status_code=413)
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > _MAX_LOGIN_BODY):
+        return too_large
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > _MAX_LOGIN_BODY:
+            return too_large
     key = (parse_qs(raw.decode(errors="replace")).get("key") or [""])[0]
     if not key or not ring.check_key(key):
         return _login("That key is not an analyst key.")
