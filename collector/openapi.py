@@ -56,9 +56,11 @@ _SPEC_IN: dict[str, Any] = {
         "kind": {"enum": ["boolean", "categorical", "numeric"]},
         "epsilon": {"type": "number", "exclusiveMinimum": 0},
         "mechanism": {"type": "string"},
-        "domain": {"type": "array", "items": {"type": "string"}},
-        "lo": {"type": "number"},
-        "hi": {"type": "number"},
+        # Read only for the kind they belong to (domain: categorical; lo, hi: numeric)
+        # and ignored otherwise, so any value is accepted beside another kind.
+        "domain": {"description": "categorical: 2 or more distinct non-empty strings"},
+        "lo": {"description": "numeric: a finite number below hi"},
+        "hi": {"description": "numeric: a finite number above lo"},
         "epoch": {"enum": ["hour", "day"]},
         "unit": {"type": "string"},
         "longitudinal": {"type": "object"},
@@ -67,21 +69,21 @@ _SPEC_IN: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: The batch schema is the shape only: six arrays of one length (1 to 1000).  The values
+#: are checked report by report and a bad one is answered in ``results`` (status
+#: "rejected" with its code), not by refusing the batch, so any JSON value is allowed.
 _COLUMN: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": 1000}
 
 _BATCH: dict[str, Any] = {
     "type": "object",
     "required": ["metric", "version", "epoch", "report_id", "token", "payload"],
     "properties": {
-        "metric": {**_COLUMN, "items": {"type": "string"}},
-        "version": {**_COLUMN, "items": {"type": "integer"}},
-        "epoch": {**_COLUMN, "items": {"type": "integer"}},
-        "report_id": {**_COLUMN, "items": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
-        "token": {**_COLUMN, "items": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
-        "payload": {**_COLUMN, "items": {
-            "anyOf": [{"type": "integer"}, {"type": "string"},
-                      {"type": "array", "items": {"type": "integer"}}],
-        }},
+        "metric": {**_COLUMN, "description": "metric names"},
+        "version": {**_COLUMN, "description": "metric versions (integers)"},
+        "epoch": {**_COLUMN, "description": "epoch numbers (integers)"},
+        "report_id": {**_COLUMN, "description": "32 lowercase hex characters each"},
+        "token": {**_COLUMN, "description": "64 lowercase hex characters each"},
+        "payload": {**_COLUMN, "description": "the mechanism's wire form of each report"},
     },
     "additionalProperties": False,
 }
