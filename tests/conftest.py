@@ -57,3 +57,19 @@ def collector_service(redis_server: RedisServer, tmp_path: Path) -> Iterator[Ser
         yield service
     finally:
         service.stop()
+
+
+@pytest.fixture()
+def anyio_backend() -> str:
+    """Async tests (``pytest.mark.anyio``) run on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture()
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    """The session redis-server, emptied (FLUSHALL) for this test."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    yield redis_server.url

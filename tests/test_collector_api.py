@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -18,7 +18,6 @@ import pytest
 import redis
 
 from collector.app import create_app
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from collector.store import Store
 from ldp_core.metric import MetricSpec
@@ -30,18 +29,6 @@ from tests.support.servers import ADMIN_KEY, ANALYST_KEY, INGEST_KEY, auth
 pytestmark = pytest.mark.anyio
 
 ADMIN, INGEST, ANALYST = auth(ADMIN_KEY), auth(INGEST_KEY), auth(ANALYST_KEY)
-
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 def settings(redis_url: str, **extra: Any) -> Settings:

@@ -13,7 +13,6 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 from collector.app import create_app
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from collector.store import Store
 from ldp_core.metric import MetricSpec
@@ -26,23 +25,11 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
 def cluster_nodes(redis_cluster: RedisClusterProcesses) -> Iterator[str]:
     for server in redis_cluster.servers:
         with redis.Redis(port=server.port) as client:
             client.flushall()
     yield redis_cluster.nodes_env
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 def workload() -> list[list[Envelope]]:

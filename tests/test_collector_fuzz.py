@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.app import create_app
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from ldp_core.wire import COLUMNS
 from tests.support.asgi import asgi_client
@@ -47,18 +45,6 @@ def batches(draw: st.DrawFn) -> dict[str, list[Any]]:
         "token": [draw(HEX) for _ in range(size)],
         "payload": [draw(PAYLOADS) for _ in range(size)],
     }
-
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 @pytest.fixture()

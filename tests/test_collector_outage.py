@@ -20,11 +20,6 @@ from tests.support.servers import ADMIN_KEY, INGEST_KEY, auth
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_redis_down_gives_503_then_recovers(fresh_redis: RedisServer) -> None:
     settings = Settings(
         env="dev",

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
 
-from collector.redis_server import RedisServer
 from collector.store import Store, ValidReport
 from ldp_core.metric import MetricSpec
 from tests.support.reports import SPECS, envelope, today
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 @pytest.fixture()

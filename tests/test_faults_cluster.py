@@ -46,11 +46,6 @@ SHARDS = 16
 BATCHES = 20
 
 
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _cluster_client(port: int) -> RedisCluster:
     node = ClusterNode("127.0.0.1", port)  # type: ignore[no-untyped-call]
     return RedisCluster(startup_nodes=[node])

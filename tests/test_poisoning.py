@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -38,7 +38,6 @@ from scipy import stats
 
 from collector.app import create_app
 from collector.plausibility import FALSE_REJECTION, SUM_Z_FLAG, max_set_bits, set_bits_tail
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from collector.store import Store, count_sum_z
 from ldp_core import mechanism
@@ -57,18 +56,6 @@ D, EPSILON, TARGET = 16, 4.0, 0
 HONEST, ATTACKERS = 57_000, 3_000
 SPEC: dict[str, Any] = {"name": "poll", "kind": "categorical", "epsilon": EPSILON,
                         "mechanism": "oue", "domain": [f"v{i}" for i in range(D)]}
-
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 @pytest.fixture()

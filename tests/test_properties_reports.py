@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from collector.app import create_app
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import encode_batch
@@ -42,18 +41,6 @@ EXAMPLES = 200
 BIG = [2**63, -(2**63) - 1, 10**30, -(10**40)]
 #: Never a valid payload of any mechanism here (a pair of ints would be an OLH report).
 WRONG_TYPES: list[Any] = [None, True, False, 1.5, -0.0, [], {}, [1, 2, 3], {"a": 1}, [[0], 1]]
-
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 @pytest.fixture()

@@ -14,12 +14,11 @@ the configured origin.  The dashboard carries its security headers.
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
-import redis
 from pydantic import SecretStr
 
 from aggregator.app import SECURITY_HEADERS
@@ -28,7 +27,6 @@ from aggregator.auth import KeyRing as AggregatorKeyRing
 from aggregator.settings import Settings as AggregatorSettings
 from collector.app import create_app as create_collector
 from collector.auth import KeyRing
-from collector.redis_server import RedisServer
 from collector.settings import Role, Settings
 from ldp_core.wire import encode_batch
 from tests.support.asgi import asgi_client
@@ -54,18 +52,6 @@ CREDENTIALS: dict[str, str | None] = {
     "analyst": f"Bearer {ANALYST_KEY}",
 }
 ROLES = {"ingest", "admin", "analyst"}
-
-
-@pytest.fixture()
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture()
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    yield redis_server.url
 
 
 def collector_settings(redis_url: str, **extra: Any) -> Settings:
