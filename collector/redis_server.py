@@ -13,6 +13,7 @@ persistence in its own folder, and stopped by its pid only.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -43,9 +44,36 @@ def find_redis_server() -> str:
     )
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; the IANA range starts higher still
+
+
+def free_port(span: int = 0, attempts: int = 200) -> int:
+    """A TCP port p on 127.0.0.1, free a moment ago, with p + ``span`` free too.
+
+    Chosen below the kernel's ephemeral range: a server killed and restarted on
+    the same port must find it free, and a port inside that range can be taken
+    meanwhile by any outgoing connection, even a client reconnecting to that
+    very port (TCP self-connect).  A Redis Cluster node also needs its bus port,
+    ``span=10000``.
+    """
+    low, high = 10000, _ephemeral_floor() - span
+    for _ in range(attempts if high - low > 100 else 0):
+        port = low + secrets.randbelow(high - low)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                if span:
+                    b.bind(("127.0.0.1", port + span))
+        except OSError:
+            continue
+        return port
+    if span:
+        raise RuntimeError(f"no free port pair (p, p + {span}) below {high + span}")
+    with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
@@ -124,11 +152,20 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+                raise RuntimeError(
+                    f"redis-server exited with {self.process.returncode}: {self._log_tail()}"
+                )
             if self.ping():
                 return
             time.sleep(0.02)
         raise RuntimeError(f"redis-server on port {self.port} not ready in {timeout}s")
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            text = (self.data_dir / "redis.log").read_text(errors="replace")
+        except OSError:
+            return "(no redis.log)"
+        return " | ".join(text.strip().splitlines()[-lines:])
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (Redis flushes its append-only file), then wait."""

@@ -71,7 +71,7 @@ import asyncio
 import hashlib
 import secrets
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from hashlib import blake2b
 from typing import Any, Literal, NamedTuple, TypeAlias
 
@@ -181,6 +181,21 @@ return out
 """
 
 _INGEST_SHA = hashlib.sha1(_INGEST_LUA.encode()).hexdigest()  # noqa: S324 - Redis script id
+
+
+async def _settle(calls: Iterable[Awaitable[Any]]) -> list[Any]:
+    """Await every call, then raise the first failure.
+
+    Plain ``asyncio.gather`` raises at the first failure and leaves the other
+    calls running: a 503 would go out while writes of the same batch (redis-py
+    retrying a slot whose master restarts) still land afterwards.  Here, when
+    ``ingest`` returns or raises, nothing it sent is still in flight.
+    """
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 def make_client(
@@ -509,10 +524,8 @@ class Store:
         if self.is_cluster:
             # redis-py refuses EVALSHA inside a cluster pipeline: the slots' calls go
             # out concurrently instead, each to the master of its slot.
-            await asyncio.gather(
-                *(self.client.sadd(_index_key(*key), *sorted(m)) for key, m in index.items())
-            )
-            return list(await asyncio.gather(*(self._evalsha(args) for args in calls)))
+            await _settle(self.client.sadd(_index_key(*k), *sorted(m)) for k, m in index.items())
+            return await _settle(self._evalsha(args) for args in calls)
         for attempt in (0, 1):
             pipe = self.client.pipeline(transaction=False)
             for key, members in index.items():

@@ -26,8 +26,6 @@ A Redis Cluster of three masters (no replicas), built with redis-py alone:
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -187,19 +185,10 @@ def start_collector(
     return start_uvicorn("collector.app:create_app", env, log_dir=log_dir, port=port)
 
 
-def free_cluster_port(attempts: int = 200) -> int:
-    """A free port p <= 55535 whose cluster bus port p + 10000 is free too."""
-    rng = random.Random()
-    for _ in range(attempts):
-        port = rng.randrange(20000, 55535)
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port pair for a redis cluster node")
+def free_cluster_port() -> int:
+    """A free port p whose cluster bus port p + 10000 is free too (both below the
+    ephemeral range: a killed master restarts on them)."""
+    return free_port(span=10000)
 
 
 @dataclass
