@@ -4,7 +4,9 @@ Read-only: it reads specs and tallies through ``collector.store`` and never
 writes Redis.  The Redis client is created by the lifespan and closed with it.
 Every error is problem+json; Redis down is 503 with Retry-After.  Every
 response carries the security headers below (the dashboard needs nothing
-from outside the server: no script, no CDN).
+from outside the server: no script, no CDN).  CORS is closed unless
+``LDP_CORS_ORIGINS`` lists origins, and then opens GET with an analyst key to
+those only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from contextlib import asynccontextmanager
 
 import redis.exceptions
 from fastapi import FastAPI, Request, Response
+from starlette.middleware.cors import CORSMiddleware
 
 from aggregator.auth import KeyRing
 from aggregator.openapi_doc import install_openapi
@@ -95,6 +98,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.keyring = KeyRing.from_keys(settings.keys())
+    origins = settings.cors_origin_list()
+    if origins:
+        # Read-only API: GET with an analyst key; no cookies cross-origin.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET"],
+            allow_headers=["Authorization"],
+            expose_headers=["Retry-After"],
+            max_age=600,
+        )
     install_handlers(app)
 
     async def on_redis_error(_: Request, exc: Exception) -> Response:

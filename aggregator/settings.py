@@ -9,10 +9,12 @@ The aggregator reads Redis and never writes it.  Environment variables:
 ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES`` (host:port,...),
 ``LDP_ANALYST_KEYS`` (comma-separated; ``Authorization: Bearer <key>``),
 ``LDP_ENV`` (dev | prod), ``LDP_DATA_DIR`` (unused here, accepted),
-``LDP_REDIS_TIMEOUT_SECONDS``, ``LDP_MAX_EPOCHS`` (largest window in epochs).
+``LDP_REDIS_TIMEOUT_SECONDS``, ``LDP_MAX_EPOCHS`` (largest window in epochs),
+``LDP_CORS_ORIGINS`` (comma-separated origins whose pages may call the API with
+an analyst key; empty, the default, sends no CORS header at all).
 
 With ``LDP_ENV=prod`` unsafe values refuse to start: no analyst key, a key
-shorter than 24 characters, or no Redis configured.  In dev a missing Redis
+shorter than 24 characters, no Redis configured, or ``LDP_CORS_ORIGINS=*``.  In dev a missing Redis
 setting means ``redis://127.0.0.1:6379/0``, and with no analyst key every
 request is refused (401): there is no open mode.
 """
@@ -47,6 +49,7 @@ class Settings(BaseSettings):
     data_dir: str | None = None
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     max_epochs: int = Field(default=10_000, ge=1, le=1_000_000)
+    cors_origins: str = ""
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
@@ -61,6 +64,8 @@ class Settings(BaseSettings):
             problems.append(f"an analyst key is shorter than {MIN_KEY_LENGTH} characters")
         if not (self.redis_url or self.redis_cluster_nodes):
             problems.append("no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES")
+        if "*" in self.cors_origin_list():
+            problems.append("LDP_CORS_ORIGINS is '*'")
         if problems:
             raise ValueError("LDP_ENV=prod refuses unsafe settings: " + "; ".join(problems))
         return self
@@ -68,6 +73,10 @@ class Settings(BaseSettings):
     def keys(self) -> tuple[str, ...]:
         """The analyst keys in clear (hashed at once by ``auth.KeyRing``)."""
         return split_list(self.analyst_keys)
+
+    def cors_origin_list(self) -> list[str]:
+        """LDP_CORS_ORIGINS as a list ("*" is refused in prod)."""
+        return list(split_list(self.cors_origins))
 
     def cluster_nodes(self) -> list[tuple[str, int]]:
         """LDP_REDIS_CLUSTER_NODES as (host, port) pairs."""

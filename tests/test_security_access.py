@@ -275,3 +275,31 @@ async def test_aggregator_cors_closed_and_dashboard_security_headers(
     assert "frame-ancestors 'none'" in csp and "script-src 'none'" in csp
     assert ANALYST_KEY not in page.text
     assert page.headers.get("cache-control", "no-store") != "public"
+
+
+async def test_aggregator_cors_opens_only_to_configured_origins(redis_url: str) -> None:
+    origin = "https://analytics.example"
+    preflight = {"Origin": origin, "Access-Control-Request-Method": "GET",
+                 "Access-Control-Request-Headers": "authorization"}
+    settings = AggregatorSettings(env="dev", redis_url=redis_url, analyst_keys=ANALYST_KEY,
+                                  cors_origins=origin)
+    auth = {"Authorization": f"Bearer {ANALYST_KEY}"}
+    async with asgi_client(create_aggregator(settings)) as c:
+        r = await c.get("/v1/metrics", headers={**auth, "Origin": origin})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == origin
+        r = await c.options("/v1/metrics", headers=preflight)
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == origin
+        assert "authorization" in r.headers["access-control-allow-headers"].lower()
+        assert "POST" not in r.headers["access-control-allow-methods"]
+        # Read-only: a page of that origin may not ask to write.
+        write = await c.options("/v1/metrics", headers={**preflight,
+                                                        "Access-Control-Request-Method": "POST"})
+        assert write.status_code == 400
+        other = await c.get("/v1/metrics", headers={**auth, "Origin": "https://evil.example"})
+        assert other.status_code == 200 and "access-control-allow-origin" not in other.headers
+        # CORS does not replace the key: the configured origin without one is still refused.
+        anonymous = await c.get("/v1/metrics", headers={"Origin": origin})
+        assert anonymous.status_code == 401
+    with pytest.raises(ValueError, match="CORS"):
+        AggregatorSettings(env="prod", redis_url=redis_url, analyst_keys="a" * 30,
+                           cors_origins="*")
