@@ -41,11 +41,13 @@ Readers sum all shards listed in the ``slots`` index, so changing the shard
 count later only weakens the token check inside the epoch of the change.
 
 Writes.  One Lua script per (metric, version, epoch, shard) slot applies all
-of a batch's reports for that slot atomically: for each report in order,
-HSETNX token digest -> report-id digest; if the token was already there with
-the same report id the report is a ``duplicate`` (already delivered), with
-another report id it is ``token_reused``; then the merged increments of the
-accepted reports are applied with one HINCRBY per distinct counter.  The
+of a batch's reports for that slot atomically: one HMGET of the token digests,
+then for each report in order: if its token was already there (stored, or
+earlier in the batch) with the same report id the report is a ``duplicate``
+(already delivered), with another report id it is ``token_reused``; one HSET
+stores token digest -> report-id digest for the accepted, and the merged
+increments of the accepted reports are applied with one HINCRBY per distinct
+counter.  The
 scripts of all slots of a batch go out in one pipeline (EVALSHA, loaded again
 on NOSCRIPT); on a Redis Cluster, where redis-py refuses EVALSHA in a
 pipeline, they go out concurrently, each to the master of its slot.
@@ -119,21 +121,31 @@ _SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
 _INGEST_LUA = """
 local r = tonumber(ARGV[2])
 local records = ARGV[3]
-local out = {}
-local refused = {}
+local toks, rids = {}, {}
+for i = 1, r do
+  local at = 24 * (i - 1)
+  toks[i] = string.sub(records, at + 1, at + 16)
+  rids[i] = string.sub(records, at + 17, at + 24)
+end
+local held = redis.call('HMGET', KEYS[2], unpack(toks))
+local out, refused, fresh, seen = {}, {}, {}, {}
 local accepted = 0
-for i = 0, r - 1 do
-  local tok = string.sub(records, 24 * i + 1, 24 * i + 16)
-  local rid = string.sub(records, 24 * i + 17, 24 * i + 24)
-  if redis.call('HSETNX', KEYS[2], tok, rid) == 1 then
-    out[i + 1] = '0'
-    accepted = accepted + 1
+for i = 1, r do
+  local tok, rid = toks[i], rids[i]
+  local have = held[i] or seen[tok]
+  if have then
+    if have == rid then out[i] = '1' else out[i] = '2' end
+    refused[i] = true
   else
-    if redis.call('HGET', KEYS[2], tok) == rid then out[i + 1] = '1' else out[i + 1] = '2' end
-    refused[i + 1] = true
+    seen[tok] = rid
+    out[i] = '0'
+    accepted = accepted + 1
+    fresh[#fresh + 1] = tok
+    fresh[#fresh + 1] = rid
   end
 end
 if accepted == 0 then return table.concat(out) end
+redis.call('HSET', KEYS[2], unpack(fresh))
 local inc = {}
 for idx, n in string.gmatch(ARGV[5], '(%d+):(%d+)') do inc[idx] = tonumber(n) end
 if accepted < r then
