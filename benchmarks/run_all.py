@@ -8,7 +8,8 @@ Sections: mechanisms (device randomize, simulation, aggregation over
 OLH/OUE/GRR x d x n), peers (ours vs pure-LDP; skipped with a message if the
 ``peers`` extra is not installed), ingest (collector vs a minimal FastAPI
 endpoint vs raw Redis over loopback HTTP), memory (Redis per metric-epoch,
-aggregator peak), e2e (devices/s through the SDK).  Each figure is a median over
+aggregator peak), e2e (devices/s through the SDK), sdk (the median cost of
+``Client.record`` per mechanism and durability, no network).  Each figure is a median over
 repeated runs and each ratio is computed within this run.  The output is
 Markdown, ready to paste into the README, and is also written to
 ``benchmarks/results/<UTC date>-<time>[-quick].md``.  Service benchmarks
@@ -64,12 +65,19 @@ def _e2e(quick: bool) -> str:
     return section(quick)
 
 
+def _sdk(quick: bool) -> str:
+    from benchmarks.bench_sdk import section
+
+    return section(quick)
+
+
 SECTIONS: dict[str, Callable[[bool], str]] = {
     "mechanisms": _mechanisms,
     "peers": _peers,
     "ingest": _ingest,
     "memory": _memory,
     "e2e": _e2e,
+    "sdk": _sdk,
 }
 
 

@@ -32,7 +32,8 @@ def test_table_and_budgeted_median() -> None:
 def test_run_all_rejects_unknown_sections() -> None:
     with pytest.raises(SystemExit):
         run_all.main(["--only", "nope"])
-    assert set(run_all.SECTIONS) == {"mechanisms", "peers", "ingest", "memory", "e2e"}
+    assert set(run_all.SECTIONS) == {"mechanisms", "peers", "ingest", "memory", "e2e",
+                                     "sdk"}
 
 
 def test_aggregation_grid_has_one_column_per_n() -> None:
