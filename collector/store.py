@@ -47,10 +47,13 @@ earlier in the batch) with the same report id the report is a ``duplicate``
 (already delivered), with another report id it is ``token_reused``; one HSET
 stores token digest -> report-id digest for the accepted, and the merged
 increments of the accepted reports are applied with one HINCRBY per distinct
-counter.  The
-scripts of all slots of a batch go out in one pipeline (EVALSHA, loaded again
-on NOSCRIPT); on a Redis Cluster, where redis-py refuses EVALSHA in a
-pipeline, they go out concurrently, each to the master of its slot.
+counter.  On one node the same script adds its slot to the ``slots`` index, so
+counters are never visible without their index entry; the scripts of all slots
+of a batch go out in one pipeline (EVALSHA, loaded again on NOSCRIPT).  On a
+Redis Cluster the index is in another slot: one SADD per index goes first, then
+the scripts go out concurrently (redis-py refuses EVALSHA in a cluster
+pipeline), each to the master of its slot, and ``ingest`` returns only once
+every call has settled.
 
 >>> store = Store(redis.asyncio.Redis.from_url(url))           # doctest: +SKIP
 >>> spec, created = await store.create_metric(spec)             # doctest: +SKIP
@@ -111,12 +114,13 @@ REDIS_ERRORS: tuple[type[Exception], ...] = (
 _SPEC_NAMES = "ldp:{spec}:names"
 _SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
 
-# KEYS[1] tally hash, KEYS[2] dedupe hash.
+# KEYS[1] tally hash, KEYS[2] dedupe hash, KEYS[3] (one node only) the slots index.
 # ARGV[1] EXPIREAT of the dedupe hash; ARGV[2] R, the number of reports;
 # ARGV[3] R records of 24 bytes: token digest (16) then report-id digest (8);
 # ARGV[4] the counters of each report, "i,j;k;...;" (";" after each report), read
 #         only to take back the counters of refused reports;
-# ARGV[5] the merged increments of all R reports, "index:count,index:count,...".
+# ARGV[5] the merged increments of all R reports, "index:count,index:count,...";
+# ARGV[6] with KEYS[3]: this slot's member of the index, "epoch:shard".
 # Returns a string of R characters: "0" accepted, "1" duplicate, "2" token reused.
 _INGEST_LUA = """
 local r = tonumber(ARGV[2])
@@ -163,6 +167,7 @@ for idx, v in pairs(inc) do
 end
 redis.call('HINCRBY', KEYS[1], 'n', accepted)
 redis.call('EXPIREAT', KEYS[2], ARGV[1])
+if KEYS[3] then redis.call('SADD', KEYS[3], ARGV[6]) end
 return table.concat(out)
 """
 
@@ -469,10 +474,10 @@ class Store:
             spec_of[(spec.name, spec.version)] = spec
             groups[(spec.name, spec.version, report.epoch, shard)].append(position)
         calls: list[list[Any]] = []
-        index: dict[tuple[str, int], set[str]] = defaultdict(set)
+        slots: list[tuple[str, str]] = []  # per call: the index key and this slot's member
         for (name, version, epoch, shard), positions in groups.items():
             spec = spec_of[(name, version)]
-            index[(name, version)].add(f"{epoch}:{shard}")
+            slots.append((_index_key(name, version), f"{epoch}:{shard}"))
             tag = _tag(spec, epoch, shard)
             expire_at = (epoch + 1) * spec.epoch_seconds + self.retention_seconds
             counters = [reports[p].counters for p in positions]
@@ -488,7 +493,7 @@ class Store:
                     ",".join(f"{c}:{n}" for c, n in merged.items()),
                 ]
             )
-        replies = await self._run_ingest(index, calls)
+        replies = await self._run_ingest(slots, calls)
         outcomes: list[Outcome] = ["accepted"] * len(reports)
         for positions, codes in zip(groups.values(), replies, strict=True):
             for position, code in zip(positions, codes, strict=True):
@@ -531,27 +536,28 @@ class Store:
         return {epoch: int(c) for epoch, c in zip(wanted, counts, strict=True)}
 
     async def _run_ingest(
-        self, index: dict[tuple[str, int], set[str]], calls: list[list[Any]]
+        self, slots: list[tuple[str, str]], calls: list[list[Any]]
     ) -> list[bytes]:
         if self.is_cluster:
-            # redis-py refuses EVALSHA inside a cluster pipeline: the slots' calls go
-            # out concurrently instead, each to the master of its slot.
-            await _settle(self.client.sadd(_index_key(*k), *sorted(m)) for k, m in index.items())
+            # The index lives in another slot than the counters, so it cannot be
+            # written by their script; and redis-py refuses EVALSHA inside a cluster
+            # pipeline: the slots' calls go out concurrently, each to its master.
+            index: dict[str, set[str]] = defaultdict(set)
+            for key, member in slots:
+                index[key].add(member)
+            await _settle(self.client.sadd(k, *sorted(m)) for k, m in index.items())
             return await _settle(self._evalsha(args) for args in calls)
+        # One node: each script also lists its slot in the index (KEYS[3], ARGV[6]).
         for attempt in (0, 1):
             pipe = self.client.pipeline(transaction=False)
-            for key, members in index.items():
-                pipe.sadd(_index_key(*key), *sorted(members))
-            for args in calls:
-                pipe.evalsha(_INGEST_SHA, 2, *args)
+            for (key, member), (tally, dedupe, *args) in zip(slots, calls, strict=True):
+                pipe.evalsha(_INGEST_SHA, 3, tally, dedupe, key, *args, member)
             try:
-                replies = await pipe.execute()
+                return list(await pipe.execute())
             except redis.exceptions.NoScriptError:
                 if attempt:
                     raise
                 await self.client.script_load(_INGEST_LUA)
-                continue
-            return list(replies[len(index) :])
         raise AssertionError("unreachable")
 
     async def _evalsha(self, args: list[Any]) -> Any:
