@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._services import INGEST_KEY, REPO_ROOT, Stack, redis_cpu_seconds
 from benchmarks._table import header, table
 
-__all__ = ["BENCH_SPEC", "IngestRun", "load", "redis_ceiling", "section"]
+__all__ = ["BENCH_SPEC", "IngestRun", "load", "one_run", "redis_ceiling", "section", "summarise"]
 
 #: The metric every ingest run reports to (GRR, one counter per report).
 BENCH_SPEC: dict[str, Any] = {
@@ -74,20 +74,22 @@ def load(url: str, batch: int, duration: float, seed: int, epoch: int) -> dict[s
     return result
 
 
-def measure(
-    server: str, url: str, redis_url: str, workers: int, batch: int, duration: float,
-    repeats: int, epoch: int, seed: int,
-) -> IngestRun:
-    """``repeats`` loadgen runs; medians of reports/s, p50, p99 and Redis cores."""
-    runs = []
-    for r in range(repeats):
-        # Redis CPU is sampled around the whole subprocess; the loadgen's own setup
-        # (building requests) does not touch Redis, so cores are charged to the
-        # measured window only.
-        before = redis_cpu_seconds(redis_url)
-        result = load(url, batch, duration, seed + 1000 * r, epoch)
-        result["redis_cores"] = (redis_cpu_seconds(redis_url) - before) / result["seconds"]
-        runs.append(result)
+def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
+            epoch: int) -> dict[str, Any]:
+    """One loadgen run with the Redis CPU it caused.
+
+    Redis CPU is sampled around the whole subprocess; the loadgen's own setup
+    (building requests) does not touch Redis, so cores are charged to the
+    measured window only.
+    """
+    before = redis_cpu_seconds(redis_url)
+    result = load(url, batch, duration, seed, epoch)
+    result["redis_cores"] = (redis_cpu_seconds(redis_url) - before) / result["seconds"]
+    return result
+
+
+def summarise(server: str, workers: int, batch: int, runs: list[dict[str, Any]]) -> IngestRun:
+    """Medians of reports/s, p50, p99 and Redis cores over repeated runs."""
 
     def med(k: str) -> float:
         return statistics.median(float(x[k]) for x in runs)
@@ -129,6 +131,15 @@ def redis_ceiling(redis_url: str, requests: int = 300_000) -> tuple[str, float]:
     return "redis-py pipeline of 1000", done / (time.perf_counter() - start)
 
 
+def _loop_note() -> str:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "The event loop here is asyncio's."
+    return ("The event loop here is uvloop's (the server extra installs it), which sets "
+            "TCP_NODELAY on every TCP socket itself: the plain rows are not stalled.")
+
+
 def section(quick: bool = False) -> str:
     """The ingest tables (Markdown)."""
     duration = 1.5 if quick else 4.0
@@ -140,16 +151,24 @@ def section(quick: bool = False) -> str:
         epoch = int(time.time() // 86400)
         method, ceiling = redis_ceiling(stack.redis_url, 100_000 if quick else 500_000)
         for workers in worker_counts:
-            for server, factory in (("collector", None),
-                                    ("minimal", "benchmarks.minimal_endpoint:create_app")):
-                svc = stack.collector(workers) if factory is None else stack.app(factory, workers)
-                try:
-                    if factory is None:
-                        stack.register(svc.url, BENCH_SPEC)
-                    for batch in batches:
-                        runs.append(measure(server, svc.url, stack.redis_url, workers, batch,
-                                            duration, repeats, epoch, seed=7 * batch + workers))
-                finally:
+            # Both servers up at once, their runs interleaved (collector, minimal,
+            # collector, ...): a drift of the machine's speed during the section then
+            # weighs on both sides of every ratio alike.
+            collector = stack.collector(workers)
+            minimal = stack.app("benchmarks.minimal_endpoint:create_app", workers)
+            try:
+                stack.register(collector.url, BENCH_SPEC)
+                for batch in batches:
+                    pair: dict[str, list[dict[str, Any]]] = {"collector": [], "minimal": []}
+                    for r in range(repeats):
+                        seed = 7 * batch + workers + 1000 * r
+                        for server, svc in (("collector", collector), ("minimal", minimal)):
+                            pair[server].append(one_run(svc.url, stack.redis_url, batch,
+                                                        duration, seed, epoch))
+                    runs += [summarise(server, workers, batch, pair[server])
+                             for server in ("collector", "minimal")]
+            finally:
+                for svc in (collector, minimal):
                     svc.stop()
                     stack.services.remove(svc)
             if workers > 1:
@@ -158,8 +177,9 @@ def section(quick: bool = False) -> str:
                 svc = stack.collector(workers, nodelay=False)
                 try:
                     for batch in (1, 100):
-                        runs.append(measure(PLAIN, svc.url, stack.redis_url, workers, batch,
-                                            duration, 1, epoch, seed=11 * batch + workers))
+                        seed = 11 * batch + workers
+                        runs.append(summarise(PLAIN, workers, batch, [
+                            one_run(svc.url, stack.redis_url, batch, duration, seed, epoch)]))
                 finally:
                     svc.stop()
                     stack.services.remove(svc)
@@ -199,13 +219,15 @@ def section(quick: bool = False) -> str:
     text = [
         header("Ingest (POST /v1/reports over loopback HTTP)"),
         f"Load from a separate process ({conns}),"
-        f" {duration:g} s per run, median of {repeats} run(s); GRR over 64 values, one counter "
+        f" {duration:g} s per run, median of {repeats} run(s), the collector's and the "
+        "minimal endpoint's runs interleaved; GRR over 64 values, one counter "
         "per report; every report a fresh device token and report id.  "
         "The generator shares the machine's cores with the server.  Multi-worker rows run "
         "uvicorn's own supervisor on a TCP_NODELAY listener (benchmarks/uvicorn_tcp.py); the "
         f"'{PLAIN}' rows (1 run) show `uvicorn --workers N` as shipped, whose listener "
-        "loses TCP_NODELAY (Kludex/uvicorn#3149): each keep-alive response then waits for "
-        "a delayed ACK (~40 ms).\n",
+        "loses TCP_NODELAY (Kludex/uvicorn#3149) under asyncio's loop: each keep-alive "
+        "response then waits for a delayed ACK (~40 ms).  "
+        f"{_loop_note()}\n",
         table(("server", "workers", "batch", "reports/s", "requests/s", "p50 ms", "p99 ms",
                "Redis CPU (cores)", "reports/s vs minimal", "check"), rows),
         "",
