@@ -14,9 +14,9 @@ The aggregator reads Redis and never writes it.  Environment variables:
 an analyst key; empty, the default, sends no CORS header at all).
 
 With ``LDP_ENV=prod`` unsafe values refuse to start: no analyst key, a key
-shorter than 24 characters, no Redis configured, or ``LDP_CORS_ORIGINS=*``.  In dev a missing Redis
-setting means ``redis://127.0.0.1:6379/0``, and with no analyst key every
-request is refused (401): there is no open mode.
+shorter than 24 characters, no Redis configured, or ``LDP_CORS_ORIGINS=*``.
+In dev a missing Redis setting means ``redis://127.0.0.1:6379/0``, and with no
+analyst key every request is refused (401): there is no open mode.
 """
 
 from __future__ import annotations
