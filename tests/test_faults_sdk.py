@@ -4,8 +4,10 @@
    their requests time out, they back off and keep spooling; after SIGCONT
    the collector also works off the requests its kernel queued meanwhile
    (stored, but nobody waits for the answer), and the devices deliver the rest.
-2. The device process is killed (SIGKILL) right after the collector stored one
-   of its batches; a new process over the same state folder delivers the spool.
+2. The device process is killed (SIGKILL) after the collector stored one of its
+   batches but before the answer reached it (a loopback proxy holds that answer:
+   tests/support/holding_proxy.py); a new process over the same state folder
+   delivers the spool, and the held batch comes back as duplicates.
 
 Either way: every report a device recorded is acknowledged exactly once (one
 "accepted" or "duplicate" answer per report id, never more), and Redis counts
@@ -32,11 +34,11 @@ import pytest
 from collector.redis_server import RedisServer
 from tests.support.faults_run import (
     account_ids,
-    kill_on_evalsha,
     register_browser,
     stop_process,
     write_figures,
 )
+from tests.support.holding_proxy import HoldingProxy
 from tests.support.reports import today
 from tests.support.servers import INGEST_KEY, REPO_ROOT, ServiceProcess, start_collector
 
@@ -154,21 +156,25 @@ def test_device_killed_after_its_batch_was_stored_delivers_exactly_once(
 ) -> None:
     state, stop = tmp_path / "device", tmp_path / "stop"
     logs = [tmp_path / "sends-1.jsonl", tmp_path / "sends-2.jsonl"]
-    proc = _spawn(collector.url, state, logs[0], stop, rate=400)
-    try:
-        time.sleep(1.0)
-        # SIGKILL the device as soon as Redis runs the ingest script of its next batch.
-        assert kill_on_evalsha(fresh_redis.port, lambda: os.kill(proc.pid, signal.SIGKILL))
-        proc.wait(10)
-    finally:
-        stop_process(proc)
+    # The device talks to the collector through a proxy that, once armed, keeps the
+    # next answer to a batch from it: the batch is stored, the device never hears so.
+    with HoldingProxy(collector.port) as proxy:
+        proc = _spawn(proxy.url, state, logs[0], stop, rate=400)
+        try:
+            time.sleep(1.0)
+            proxy.arm()
+            assert proxy.held.wait(30), "no batch was answered within 30 s"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            stop_process(proc)
     assert proc.returncode == -signal.SIGKILL
     acked_before = set(_acks(_log_rows(logs[0])))
     spooled = set(_spool_ids(state))
     assert spooled
-    # Normally the killed batch is unacknowledged and still spooled.  If the kill fell
-    # between the answer and the spool delete, those reports are acknowledged AND spooled:
-    # they go again and must come back as duplicates (counted once all the same).
+    # The held batch is stored but unacknowledged, so still spooled.  (Had an answer
+    # come through before the kill but the spool delete not, those reports would be
+    # acknowledged AND spooled: they go again and must come back as duplicates.)
     acked_and_spooled = spooled & acked_before
     stop.touch()  # the new process records nothing: it only delivers the spool
     again = _spawn(collector.url, state, logs[1], stop, rate=400)
@@ -192,7 +198,7 @@ def test_device_killed_after_its_batch_was_stored_delivers_exactly_once(
     assert summary["flushed"]
     assert set(acks) == acked_before | spooled  # everything recorded, delivered
     assert {rid for rid, n in acks.items() if n > 1} <= acked_and_spooled
-    assert late["d"] >= 1  # the batch stored before the kill came back as duplicates
+    assert late["d"] >= 1  # the held batch, stored before the kill, came back as duplicates
     assert (acc["lost"], acc["double_counted"]) == (0, 0)
     assert _spool_ids(state) == []
     r = httpx.get(collector.url + "/readyz", timeout=5)
