@@ -17,11 +17,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 __all__ = ["answers_ok", "kill", "stop", "wait_http_ok"]
 
 
-def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+def stop(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
     """SIGTERM (a graceful shutdown), then SIGKILL if it lingers past ``timeout``."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -31,7 +32,7 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
             kill(process)
 
 
-def kill(process: subprocess.Popen[bytes]) -> None:
+def kill(process: subprocess.Popen[Any]) -> None:
     """SIGKILL and reap: a crash, for fault tests, or the last resort of ``stop``."""
     if process.poll() is None:
         process.kill()
@@ -47,7 +48,7 @@ def answers_ok(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_http_ok(url: str, process: subprocess.Popen[bytes], timeout: float) -> bool:
+def wait_http_ok(url: str, process: subprocess.Popen[Any], timeout: float) -> bool:
     """Poll ``url`` until it answers 200 (True), the process exits or time runs out (False)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -111,7 +111,7 @@ class UnaryEncoding(Mechanism):
         # the bits runs in C (bytes.translate + itertools.compress).
         size, zero = self.size, self.zero
         cut = zero >> 24
-        below, _ = _byte_tables(cut)
+        below = _below_table(cut)
         top = random_bytes(size, rng)
         bits = list(compress(range(size), top.translate(below)))
         if cut in top:
@@ -178,9 +178,9 @@ class UnaryEncoding(Mechanism):
 
 
 @functools.lru_cache(maxsize=64)
-def _byte_tables(cut: int) -> tuple[bytes, bytes]:
-    """bytes.translate tables: top byte < cut -> 1, and top byte == cut -> 1."""
-    return (bytes(int(b < cut) for b in range(256)), bytes(int(b == cut) for b in range(256)))
+def _below_table(cut: int) -> bytes:
+    """The bytes.translate table mapping a top byte to 1 if it is below ``cut``, else 0."""
+    return bytes(int(b < cut) for b in range(256))
 
 
 def _set_bits(raw: bytes) -> tuple[int, ...]:

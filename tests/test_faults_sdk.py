@@ -21,7 +21,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -35,12 +34,13 @@ from collector.redis_server import RedisServer
 from tests.support.faults_run import (
     account_ids,
     register_browser,
+    spawn_ready,
     stop_process,
     write_figures,
 )
 from tests.support.holding_proxy import HoldingProxy
 from tests.support.reports import today
-from tests.support.servers import INGEST_KEY, REPO_ROOT, ServiceProcess, start_collector
+from tests.support.servers import INGEST_KEY, ServiceProcess, start_collector
 
 
 @pytest.fixture()
@@ -56,18 +56,7 @@ def collector(fresh_redis: RedisServer, tmp_path: Path) -> Iterator[ServiceProce
 
 
 def _spawn(url: str, state: Path, log: Path, stop: Path, rate: float) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.faults_sdk_child", url, str(state), str(log),
-         str(stop), str(rate), INGEST_KEY],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if line != "ready":
-        stop_process(proc)
-        raise RuntimeError(f"the SDK child did not start: {line!r}")
-    return proc
+    return spawn_ready("tests.support.faults_sdk_child", url, state, log, stop, rate, INGEST_KEY)
 
 
 def _log_rows(*logs: Path) -> list[dict[str, Any]]:

@@ -16,17 +16,14 @@ Counts per operation go to test-artifacts/schemathesis-aggregator.json.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from schemathesis import GenerationMode
-from schemathesis.core.parameters import ParameterLocation
 from schemathesis.python import asgi as st_asgi
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
@@ -36,14 +33,14 @@ from collector.redis_server import RedisServer
 from collector.store import Store, ValidReport
 from ldp_core.metric import MetricSpec
 from tests.support.reports import SPECS, envelope, today
-from tests.support.servers import ANALYST_KEY, REPO_ROOT, auth
+from tests.support.schema_cases import CaseCounts, case_settings, headers_for, operation_params
+from tests.support.servers import ANALYST_KEY
 
 CASES = 1000
 #: What a schema-valid query can still be refused for (aggregator.problems.CODES).
 SEMANTIC_422 = {"bad_window", "window_too_large", "unknown_category", "bad_compare",
                 "invalid_query"}
-SEEN: Counter[str] = Counter()
-STATUSES: dict[str, Counter[str]] = {}
+COUNTS = CaseCounts()
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +77,7 @@ def aggregator_schema(redis_server: RedisServer) -> Iterator[Any]:
 @pytest.fixture(scope="module", autouse=True)
 def _write_counts() -> Iterator[None]:
     yield
-    out = REPO_ROOT / "test-artifacts"
-    out.mkdir(exist_ok=True)
-    summary = {k: {"cases": SEEN[k], "statuses": dict(v)} for k, v in STATUSES.items()}
-    (out / "schemathesis-aggregator.json").write_text(json.dumps(summary, indent=1))
-    print("\nschemathesis aggregator", json.dumps(summary))
+    COUNTS.write("schemathesis-aggregator")
 
 
 OPERATIONS = [
@@ -101,12 +94,8 @@ OPERATIONS = [
 NO_INPUT = {"/v1/metrics", "/healthz", "/readyz", "/static/dashboard.css", "/logout"}
 
 
-@pytest.mark.parametrize(("method", "path", "cases", "mode"), [
-    pytest.param(m, p, c, mode, marks=[pytest.mark.slow] if c >= CASES else [])
-    for m, p, c in OPERATIONS
-    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-    if mode.is_positive or p not in NO_INPUT
-])
+@pytest.mark.parametrize(("method", "path", "cases", "mode"),
+                         operation_params(OPERATIONS, NO_INPUT, slow_at=CASES))
 def test_operation_conforms(
     aggregator_schema: Any, method: str, path: str, cases: int, mode: GenerationMode
 ) -> None:
@@ -116,18 +105,14 @@ def test_operation_conforms(
     # Schema-valid cases name a real metric (a random name is only ever a 404).
     fixed = {"name": "browser"} if "{name}" in path and mode.is_positive else None
 
-    @settings(max_examples=cases // 2 or 1, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @case_settings(cases)
     @given(case=operation.as_strategy(mode, path_parameters=fixed))
     def run(case: Any) -> None:
-        negative_headers = case.meta is not None and case.meta.is_negative_at(
-            ParameterLocation.HEADER)
         # "start < end", "a and b are categories of the metric", "the window is not too
         # long" are beyond JSON Schema: a schema-valid query may still be a 422, checked
         # below for a documented code instead of by positive_data_acceptance.
-        response = case.call_and_validate(
-            headers=None if negative_headers else auth(ANALYST_KEY),
-            excluded_checks=[positive_data_acceptance])
+        response = case.call_and_validate(headers=headers_for(case, ANALYST_KEY),
+                                          excluded_checks=[positive_data_acceptance])
         assert response.status_code < 500
         if mode.is_positive and response.status_code == 422:
             assert response.json()["code"] in SEMANTIC_422, response.text
@@ -135,7 +120,6 @@ def test_operation_conforms(
             # A real metric: 200, a semantic 422, or 404 for a version it does not have.
             version_asked = bool(case.query and "version" in case.query)
             assert response.status_code in ((200, 404, 422) if version_asked else (200, 422))
-        SEEN[label] += 1
-        STATUSES.setdefault(label, Counter())[f"{mode.value} {response.status_code}"] += 1
+        COUNTS.record(label, mode, response.status_code)
 
     run()

@@ -7,9 +7,8 @@ the role the operation needs; every answer must pass schemathesis' checks:
 no 5xx, status code, content type, headers and body as documented, invalid
 data rejected (4xx), and ``ignored_auth`` (the same request without the key,
 or with a wrong one, must be refused).  The number of cases per operation is
-``CASES`` (1000 for the two POSTs that take untrusted bodies),
-``OTHER_CASES`` (1000) for the GETs with parameters, and 5 for the three
-without any input (hypothesis stops at the few distinct cases there are); the
+``CASES`` (1000) for every operation with parameters or a body, and 5 for
+the three without any input (hypothesis stops at the few distinct cases there are); the
 counts run are written to
 test-artifacts/schemathesis-collector.json.
 """
@@ -17,18 +16,15 @@ test-artifacts/schemathesis-collector.json.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from pydantic import SecretStr
 from schemathesis import GenerationMode
-from schemathesis.core.parameters import ParameterLocation
 from schemathesis.python import asgi as st_asgi
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
@@ -38,12 +34,11 @@ from collector.settings import Settings
 from collector.store import Store
 from ldp_core.metric import MetricSpec
 from tests.support.reports import NOW, SPECS
-from tests.support.servers import ADMIN_KEY, ANALYST_KEY, INGEST_KEY, REPO_ROOT, auth
+from tests.support.schema_cases import CaseCounts, case_settings, headers_for, operation_params
+from tests.support.servers import ADMIN_KEY, ANALYST_KEY, INGEST_KEY
 
 CASES = 1000
-OTHER_CASES = 1000
-SEEN: Counter[str] = Counter()
-STATUSES: dict[str, Counter[str]] = {}
+COUNTS = CaseCounts()
 
 #: The key each operation is called with (the role it needs).
 KEYS = {
@@ -80,27 +75,17 @@ def collector_schema(redis_server: RedisServer) -> Iterator[Any]:
         st_asgi.shutdown_lifespans()
 
 
-def _record(label: str, mode: str, status: int) -> None:
-    SEEN[label] += 1
-    STATUSES.setdefault(label, Counter())[f"{mode} {status}"] += 1
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _write_counts() -> Iterator[None]:
     yield
-    out = REPO_ROOT / "test-artifacts"
-    out.mkdir(exist_ok=True)
-    (out / "schemathesis-collector.json").write_text(json.dumps(
-        {k: {"cases": SEEN[k], "statuses": dict(v)} for k, v in STATUSES.items()}, indent=1))
-    print("\nschemathesis collector", json.dumps(
-        {k: {"cases": SEEN[k], "statuses": dict(v)} for k, v in STATUSES.items()}))
+    COUNTS.write("schemathesis-collector")
 
 
 OPERATIONS = [
     ("POST", "/v1/reports", CASES),
     ("POST", "/v1/metrics", CASES),
-    ("GET", "/v1/metrics/{name}", OTHER_CASES),
-    ("GET", "/v1/metrics", OTHER_CASES),
+    ("GET", "/v1/metrics/{name}", CASES),
+    ("GET", "/v1/metrics", CASES),
     ("GET", "/healthz", 5),
     ("GET", "/readyz", 5),
     ("GET", "/metrics", 5),
@@ -111,12 +96,8 @@ OPERATIONS = [
 NO_INPUT = {"/healthz", "/readyz", "/metrics"}
 
 
-@pytest.mark.parametrize(("method", "path", "cases", "mode"), [
-    pytest.param(m, p, c, mode, marks=[pytest.mark.slow] if c >= CASES else [])
-    for m, p, c in OPERATIONS
-    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-    if mode.is_positive or p not in NO_INPUT
-])
+@pytest.mark.parametrize(("method", "path", "cases", "mode"),
+                         operation_params(OPERATIONS, NO_INPUT, slow_at=CASES))
 def test_operation_conforms(
     collector_schema: Any, method: str, path: str, cases: int, mode: GenerationMode
 ) -> None:
@@ -124,8 +105,7 @@ def test_operation_conforms(
     label = f"{method} {path}"
     key = KEYS.get(label)
 
-    @settings(max_examples=cases // 2 or 1, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @case_settings(cases)
     @given(case=operation.as_strategy(mode))
     def run(case: Any) -> None:
         excluded = []
@@ -138,17 +118,13 @@ def test_operation_conforms(
             # Nor "lo < hi", "epsilon_inf > epsilon", "a mechanism that fits the kind": a
             # schema-valid spec may still be a 422 (checked below instead).
             excluded.append(positive_data_acceptance)
-        # A case whose headers were generated invalid (e.g. Authorization left out) is sent
-        # as generated; every other one carries the key of the operation's role.
-        negative_headers = case.meta is not None and case.meta.is_negative_at(
-            ParameterLocation.HEADER)
-        headers = auth(key) if key and not negative_headers else None
-        response = case.call_and_validate(headers=headers, excluded_checks=excluded)
+        response = case.call_and_validate(headers=headers_for(case, key),
+                                          excluded_checks=excluded)
         assert response.status_code < 500
         if label == "POST /v1/metrics" and mode.is_positive:
             assert response.status_code in (200, 201, 422), response.text
             if response.status_code == 422:
                 assert response.json()["code"] == "invalid_spec" and response.json()["errors"]
-        _record(label, mode.value, response.status_code)
+        COUNTS.record(label, mode, response.status_code)
 
     run()

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from collector import processes
 from collector.store import Store
 from tests.support.faults_load import Ledger, load_ledger
 from tests.support.reports import SPECS
@@ -33,6 +34,7 @@ __all__ = [
     "account",
     "register_browser",
     "spawn_generator",
+    "spawn_ready",
     "stop_process",
     "wait_for_acks",
     "write_figures",
@@ -41,33 +43,30 @@ __all__ = [
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 
 
-def spawn_generator(
-    url: str, out: Path, *, seed: int, count: int, epoch: int, budget: float = 240.0
-) -> subprocess.Popen[str]:
-    """The generator process (tests.support.faults_load); waits for its "ready"."""
+#: SIGTERM, then SIGKILL if it lingers: by pid, processes the tests started.
+stop_process = processes.stop
+
+
+def spawn_ready(module: str, *args: object) -> subprocess.Popen[str]:
+    """``python -m <module> <args>`` from the repository, once it printed "ready"."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.faults_load", url, str(out), str(seed),
-         str(count), str(epoch), str(budget)],
+        [sys.executable, "-m", module, *map(str, args)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if line != "ready":
         stop_process(proc)
-        raise RuntimeError(f"the generator did not start: {line!r}")
+        raise RuntimeError(f"{module} did not start: {line!r}")
     return proc
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
-    """SIGTERM then SIGKILL, by pid, if it still runs."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def spawn_generator(
+    url: str, out: Path, *, seed: int, count: int, epoch: int, budget: float = 240.0
+) -> subprocess.Popen[str]:
+    """The generator process (tests.support.faults_load), started."""
+    return spawn_ready("tests.support.faults_load", url, out, seed, count, epoch, budget)
 
 
 def acks_so_far(out: Path) -> int:
