@@ -21,10 +21,8 @@ from typing import Any
 
 import pytest
 import redis
-import schemathesis
 from hypothesis import given
 from schemathesis import GenerationMode
-from schemathesis.python import asgi as st_asgi
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from aggregator.app import create_app
@@ -33,7 +31,13 @@ from collector.redis_server import RedisServer
 from collector.store import Store, ValidReport
 from ldp_core.metric import MetricSpec
 from tests.support.reports import SPECS, envelope, today
-from tests.support.schema_cases import CaseCounts, case_settings, headers_for, operation_params
+from tests.support.schema_cases import (
+    CaseCounts,
+    asgi_schema,
+    case_settings,
+    headers_for,
+    operation_params,
+)
 from tests.support.servers import ANALYST_KEY
 
 CASES = 1000
@@ -68,10 +72,8 @@ def aggregator_schema(redis_server: RedisServer) -> Iterator[Any]:
 
     asyncio.run(fill())
     app = create_app(Settings(env="dev", redis_url=redis_server.url, analyst_keys=ANALYST_KEY))
-    try:
-        yield schemathesis.openapi.from_asgi("/openapi.json", app)
-    finally:
-        st_asgi.shutdown_lifespans()
+    with asgi_schema(app) as schema:
+        yield schema
 
 
 @pytest.fixture(scope="module", autouse=True)

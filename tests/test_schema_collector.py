@@ -21,11 +21,9 @@ from typing import Any
 
 import pytest
 import redis
-import schemathesis
 from hypothesis import given
 from pydantic import SecretStr
 from schemathesis import GenerationMode
-from schemathesis.python import asgi as st_asgi
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from collector.app import create_app
@@ -34,7 +32,13 @@ from collector.settings import Settings
 from collector.store import Store
 from ldp_core.metric import MetricSpec
 from tests.support.reports import NOW, SPECS
-from tests.support.schema_cases import CaseCounts, case_settings, headers_for, operation_params
+from tests.support.schema_cases import (
+    CaseCounts,
+    asgi_schema,
+    case_settings,
+    headers_for,
+    operation_params,
+)
 from tests.support.servers import ADMIN_KEY, ANALYST_KEY, INGEST_KEY
 
 CASES = 1000
@@ -69,10 +73,8 @@ def collector_schema(redis_server: RedisServer) -> Iterator[Any]:
                  rate_limit_per_second=0),
         clock=lambda: NOW,
     )
-    try:
-        yield schemathesis.openapi.from_asgi("/openapi.json", app)
-    finally:
-        st_asgi.shutdown_lifespans()
+    with asgi_schema(app) as schema:
+        yield schema
 
 
 @pytest.fixture(scope="module", autouse=True)

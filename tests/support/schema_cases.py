@@ -9,17 +9,30 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis import GenerationMode
 from schemathesis.core.parameters import ParameterLocation
+from schemathesis.python import asgi as st_asgi
 
 from tests.support.servers import REPO_ROOT, auth
 
-__all__ = ["CaseCounts", "case_settings", "headers_for", "operation_params"]
+__all__ = ["CaseCounts", "asgi_schema", "case_settings", "headers_for", "operation_params"]
+
+
+@contextmanager
+def asgi_schema(app: Any) -> Iterator[Any]:
+    """The app's own /openapi.json, its cases served in-process (lifespan run by
+    schemathesis, shut down on exit)."""
+    try:
+        yield schemathesis.openapi.from_asgi("/openapi.json", app)
+    finally:
+        st_asgi.shutdown_lifespans()
 
 
 def operation_params(
