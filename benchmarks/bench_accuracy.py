@@ -25,9 +25,7 @@ TRIALS = 20_000
 
 
 def _support(m: Mechanism, rows: np.ndarray) -> np.ndarray:
-    if m.family == "hashed":
-        return np.array([m.support_counts(r) for r in rows], dtype=np.float64)
-    return rows.astype(np.float64)
+    return np.array([m.support_counts(r) for r in rows], dtype=np.float64)
 
 
 def variance_table() -> str:

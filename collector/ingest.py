@@ -37,9 +37,7 @@ from typing import Any
 from collector.plausibility import max_set_bits
 from collector.problems import Problem
 from collector.store import ValidReport
-from ldp_core.binary import BinaryRR, ForcedResponse
 from ldp_core.errors import ReportError
-from ldp_core.grr import GRR
 from ldp_core.metric import NAME_PATTERN, MetricSpec
 from ldp_core.wire import COLUMNS, MAX_BATCH
 
@@ -202,10 +200,6 @@ class Verdict:
     implausible: tuple[ValidReport, ...] = ()
 
 
-#: Mechanisms whose payload is one int in [0, num_counters) that is its own counter.
-_INT_PAYLOAD = (GRR, BinaryRR, ForcedResponse)
-
-
 def metric_keys(cols: Columns) -> set[tuple[str, int]]:
     """The distinct (metric, version) pairs of a batch that could name a metric."""
     pairs = {
@@ -225,8 +219,9 @@ def validate(
     """Check every report without Redis; see the module docstring for the order.
 
     Rows are grouped by (metric, version); inside a group the epoch verdict is
-    computed once per distinct epoch, and int-payload mechanisms (GRR and the
-    binary designs) are checked inline, falling back to ``decode`` for the code.
+    computed once per distinct epoch, and int payloads that are their own counter
+    (``Mechanism.direct_payload``) are checked inline, falling back to ``decode``
+    for the code.
     """
     valid: list[ValidReport] = []
     positions: list[int] = []
@@ -261,7 +256,7 @@ def validate(
             rejected.update(dict.fromkeys(rows, code))
             continue
         mech = spec.build()
-        int_size = mech.num_counters if type(mech) in _INT_PAYLOAD else 0
+        int_size = mech.direct_payload or 0
         bit_limit = max_set_bits(mech)
         epoch_codes: dict[int, str | None] = {}
         for i in rows:

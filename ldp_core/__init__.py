@@ -1,7 +1,8 @@
 """ldp_core: every local-DP mechanism of ldp-telemetry, defined once.
 
 Standard library only (numpy is imported lazily by server-side helpers), so it
-ships to devices.
+ships to devices.  Each family lives in one module of ``ldp_core.mechanisms``;
+``ldp_core.registry`` builds ``mechanism()`` and ``longitudinal()`` from them.
 
 >>> from ldp_core import mechanism
 >>> m = mechanism("oue", epsilon=1.0, domain_size=64)
@@ -9,16 +10,17 @@ ships to devices.
 True
 """
 
-from ldp_core.base import Kind, Mechanism, Payload, Report
-from ldp_core.binary import BinaryRR, ForcedResponse
+from ldp_core.base import Bounded, Hashed, Kind, Mechanism, Memoisable, Payload, Report
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.errors import ReportError
-from ldp_core.grr import GRR
-from ldp_core.longitudinal import TwoLevel, longitudinal
-from ldp_core.mean import OneBitMean
-from ldp_core.olh import OLH
-from ldp_core.registry import NAMES, AutoChoice, auto_choice, mechanism
-from ldp_core.unary import OUE, SUE, UnaryEncoding
+from ldp_core.mechanisms._two_level import TwoLevel
+from ldp_core.mechanisms.binary import BinaryRR, ForcedResponse, LongitudinalBinaryRR
+from ldp_core.mechanisms.grr import GRR, LongitudinalGRR
+from ldp_core.mechanisms.hadamard import HadamardResponse, LongitudinalHadamard
+from ldp_core.mechanisms.mean import LongitudinalOneBitMean, OneBitMean
+from ldp_core.mechanisms.olh import OLH, LongitudinalOLH
+from ldp_core.mechanisms.unary import OUE, SUE, LongitudinalOUE, LongitudinalSUE, UnaryEncoding
+from ldp_core.registry import NAMES, AutoChoice, auto_choice, longitudinal, mechanism
 
 __all__ = [
     "GRR",
@@ -28,9 +30,20 @@ __all__ = [
     "SUE",
     "AutoChoice",
     "BinaryRR",
+    "Bounded",
     "ForcedResponse",
+    "HadamardResponse",
+    "Hashed",
     "Kind",
+    "LongitudinalBinaryRR",
+    "LongitudinalGRR",
+    "LongitudinalHadamard",
+    "LongitudinalOLH",
+    "LongitudinalOUE",
+    "LongitudinalOneBitMean",
+    "LongitudinalSUE",
     "Mechanism",
+    "Memoisable",
     "OneBitMean",
     "Payload",
     "Report",

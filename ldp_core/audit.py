@@ -3,15 +3,19 @@
 For two neighbouring inputs x, x' the audit counts, over N reports of each, the
 most powerful distinguishing event E of the mechanism:
 
-========  ====================================  =====================
-family    E                                     P[E|x] / P[E|x']
-========  ====================================  =====================
-direct    output = x                            p*/q* = e^eps
-unary     bit x set and bit x' clear            p*(1-q*)/(q*(1-p*))
-hashed    report supports x and not x'          P (g-1)/(1-P)
-binary    output = 1   (x = 1, x' = 0)          p*/q*
-mean      output = 1   (x = hi, x' = lo)        p*/q*
-========  ====================================  =====================
+=================  ====================================  =====================
+mechanism          E                                     P[E|x] / P[E|x']
+=================  ====================================  =====================
+grr                output = x                            p*/q* = e^eps
+sue, oue           bit x set and bit x' clear            p*(1-q*)/(q*(1-p*))
+olh                report supports x and not x'          P (g-1)/(1-P)
+hadamard           output in C_x and not in C_x'         p*/(1-p*)
+binary designs     output = 1   (x = 1, x' = 0)          p*/q*
+one_bit_mean       output = 1   (x = hi, x' = lo)        p*/q*
+=================  ====================================  =====================
+
+Each mechanism states its own event (``Mechanism.audit_design``), for both of
+its levels; this module only counts and bounds.
 
 With one-sided Clopper-Pearson bounds (each at (1 - confidence)/4, so all four
 hold together with probability >= confidence):
@@ -28,9 +32,9 @@ Two sampling paths:
 
 - the device path (default for anything not proven below): ``m.randomize``
   with a seeded ``random.Random``, so a bug in the randomiser is measured;
-- the vectorised path (numpy, lazily): the event indicator is sampled from the
-  mechanism's own integer thresholds, level by level, exactly as ``_perturb``
-  compares them.  Only for the exact classes of ldp_core (a subclass that
+- the vectorised path (numpy, lazily): ``Mechanism.sample`` draws reports from
+  the mechanism's own integer thresholds, level by level, exactly as
+  ``_perturb`` compares them.  Only for the exact classes of ldp_core (a subclass that
   overrides the randomiser is never vectorised); the suite checks both paths
   agree with a two-sample test.
 
@@ -45,34 +49,17 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ldp_core._rng import WORD, Rng
-from ldp_core.base import Mechanism, Report
-from ldp_core.binary import BinaryRR, ForcedResponse
-from ldp_core.grr import GRR
-from ldp_core.longitudinal import (
-    LongitudinalBinaryRR,
-    LongitudinalGRR,
-    LongitudinalOLH,
-    LongitudinalOneBitMean,
-    LongitudinalOUE,
-    LongitudinalSUE,
-    TwoLevel,
-    longitudinal,
-)
-from ldp_core.mean import OneBitMean
-from ldp_core.olh import OLH
-from ldp_core.registry import mechanism
-from ldp_core.unary import OUE, SUE
+from ldp_core._rng import Rng
+from ldp_core.base import CHUNK, Design, Mechanism, Memoisable
+from ldp_core.registry import NAMES, classes, longitudinal, mechanism
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+    pass
 
 __all__ = [
     "AuditResult",
@@ -193,69 +180,12 @@ def epsilon_lower_bound(hits_x: int, hits_x_prime: int, trials: int, confidence:
     return best
 
 
-# -- the distinguishing test of each family ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class Design:
-    """Neighbouring inputs x, x' and the event E, with its exact probabilities."""
-
-    x: int | float
-    x_prime: int | float
-    event: Callable[[Report], bool]
-    #: (P[E | x], P[E | x']) from the mechanism's declared channel.
-    probabilities: tuple[Fraction, Fraction]
+# -- sampling: the device path and the vectorised path -----------------------------------
 
 
 def design(m: Mechanism) -> Design:
-    """The most powerful distinguishing test for ``m`` (by its family)."""
-    p, q = m.channel
-    if m.family == "direct":
-        return Design(0, 1, lambda r: r == 0, (p, q))
-    if m.family == "unary":
-
-        def unary_event(r: Report) -> bool:
-            assert isinstance(r, tuple)
-            return 0 in r and 1 not in r
-
-        return Design(0, 1, unary_event, (p * (1 - q), q * (1 - p)))
-    if m.family == "hashed":
-        olh: OLH = m.hashing  # type: ignore[attr-defined]
-        keep: Fraction = m.bucket_keep  # type: ignore[attr-defined]
-        c = olh.collision
-
-        def hashed_event(r: Report) -> bool:
-            assert isinstance(r, tuple)
-            seed, y = r
-            return olh.bucket(seed, 0) == y and olh.bucket(seed, 1) != y
-
-        return Design(0, 1, hashed_event, ((1 - c) * keep, (1 - c) * (1 - keep) / (olh.g - 1)))
-    if m.family == "binary":
-        return Design(1, 0, lambda r: r == 1, (p, q))
-    if m.family == "mean":
-        lo, hi = m.lo, m.hi  # type: ignore[attr-defined]
-        return Design(hi, lo, lambda r: r == 1, (p, q))
-    raise ValueError(f"no audit design for family {m.family!r}")
-
-
-# -- sampling: the device path and the vectorised path -----------------------------------
-
-_VECTORISED = (
-    GRR,
-    SUE,
-    OUE,
-    OLH,
-    BinaryRR,
-    ForcedResponse,
-    OneBitMean,
-    LongitudinalGRR,
-    LongitudinalSUE,
-    LongitudinalOUE,
-    LongitudinalOLH,
-    LongitudinalBinaryRR,
-    LongitudinalOneBitMean,
-)
-_CHUNK = 1 << 20
+    """The most powerful distinguishing test for ``m`` (its own ``audit_design``)."""
+    return m.audit_design()
 
 
 def _has_numpy() -> bool:
@@ -267,8 +197,9 @@ def _has_numpy() -> bool:
 
 
 def vectorisable(m: Mechanism) -> bool:
-    """Whether a proven vectorised sampler exists for exactly this class."""
-    return type(m) in _VECTORISED
+    """Whether ``m``'s vectorised sampler is proven: exactly a registered class
+    (a subclass that overrides the randomiser is never vectorised)."""
+    return type(m) in classes()
 
 
 def sample_events(
@@ -279,112 +210,36 @@ def sample_events(
     vectorised: bool,
     rng: Rng | None = None,
     gen: Any = None,
-    memoised: bool = False,
 ) -> int:
     """How many of ``trials`` reports of ``value`` fall in the design's event.
 
-    Device path: ``m.randomize(value, rng)`` (or, with ``memoised``, the
-    memoised path of a two-level mechanism under a fresh device secret per
-    report).  Vectorised path: numpy ``gen`` (a ``numpy.random.Generator``).
+    Device path: ``m.randomize(value, rng)``, or for a two-level mechanism its
+    memoised path under a fresh device secret per report (one report each).
+    Vectorised path: ``m.sample`` with numpy ``gen`` (a ``numpy.random.Generator``).
     """
-    event = design(m).event
+    d = design(m)
     if not vectorised:
         source = random.Random(0) if rng is None else rng
-        if memoised:
-            if not isinstance(m, TwoLevel):
-                raise ValueError(f"{m.name} has no memoised path")
+        if isinstance(m, Memoisable):
             return sum(
-                event(m.randomize_memoised(value, _secret(source), "audit/1", source))
+                d.event(m.randomize_memoised(value, _secret(source), "audit/1", source))
                 for _ in range(trials)
             )
-        return sum(event(m.randomize(value, source)) for _ in range(trials))
+        return sum(d.event(m.randomize(value, source)) for _ in range(trials))
     if not vectorisable(m):
         raise ValueError(f"no proven vectorised sampler for {type(m).__name__}")
     import numpy as np
 
     generator = np.random.default_rng(0) if gen is None else gen
     total = 0
-    for start in range(0, trials, _CHUNK):
-        total += int(_vector_events(m, value, min(_CHUNK, trials - start), generator).sum())
+    for start in range(0, trials, CHUNK):
+        values = np.full(min(CHUNK, trials - start), value)
+        total += int(np.count_nonzero(d.batch_event(m.sample(values, generator))))
     return total
 
 
 def _secret(source: Rng) -> bytes:
     return source.getrandbits(256).to_bytes(32, "little")
-
-
-def _words(gen: Any, n: int) -> npt.NDArray[np.int64]:
-    """n uniform integers in [0, 2**32), as the device draws them."""
-    import numpy as np
-
-    return gen.integers(0, WORD, size=n, dtype=np.int64)  # type: ignore[no-any-return]
-
-
-def _grr_vec(
-    values: npt.NDArray[np.int64], keep: int, size: int, gen: Any
-) -> npt.NDArray[np.int64]:
-    import numpy as np
-
-    kept = _words(gen, len(values)) < keep
-    other = (values + 1 + gen.integers(0, size - 1, size=len(values))) % size
-    return np.where(kept, values, other)
-
-
-def _flip_vec(bits: npt.NDArray[np.bool_], keep: int, gen: Any) -> npt.NDArray[np.bool_]:
-    return bits ^ (_words(gen, len(bits)) >= keep)
-
-
-def _ratio_vec(num: int, den: int, n: int, gen: Any) -> npt.NDArray[np.bool_]:
-    """Bernoulli(num/den) by an integer comparison, like ``_rng.bernoulli``."""
-    import numpy as np
-
-    return gen.integers(0, den, size=n, dtype=np.int64) < num  # type: ignore[no-any-return]
-
-
-def _vector_events(m: Mechanism, value: int | float, n: int, gen: Any) -> npt.NDArray[np.bool_]:
-    """The event indicator of n reports of ``value``, from the thresholds."""
-    import numpy as np
-
-    base = m.base if isinstance(m, TwoLevel) else m
-    keep2 = m.keep if isinstance(m, TwoLevel) else None
-    if isinstance(base, GRR):
-        y = _grr_vec(np.full(n, int(value), dtype=np.int64), base.keep, base.size, gen)
-        if keep2 is not None:
-            y = _grr_vec(y, keep2, base.size, gen)
-        return y == 0  # type: ignore[no-any-return]
-    if isinstance(base, SUE | OUE):
-        # Bits 0 and 1 only: bits are independent, the others never enter E.
-        bits = []
-        for i in (0, 1):
-            bit = _words(gen, n) < (base.one if i == value else base.zero)
-            bits.append(bit if keep2 is None else _flip_vec(bit, keep2, gen))
-        return bits[0] & ~bits[1]
-    if isinstance(base, OLH):
-        seeds = gen.integers(0, base.num_seeds, size=n)
-        vectors = base.seed_matrix()[seeds]
-
-        def hashed(v: int) -> npt.NDArray[np.int64]:
-            digits = base.digit_matrix(np.array([v], dtype=np.int64))[0]
-            return (vectors @ digits) % base.g  # type: ignore[no-any-return]
-
-        y = _grr_vec(hashed(int(value)), base.keep, base.g, gen)
-        if keep2 is not None:
-            y = _grr_vec(y, keep2, base.g, gen)
-        return (y == hashed(0)) & (y != hashed(1))  # type: ignore[no-any-return]
-    if isinstance(base, BinaryRR):
-        flip = ~_ratio_vec(base.keep.numerator, base.keep.denominator, n, gen)
-        bit = flip ^ bool(value)
-    elif isinstance(base, ForcedResponse):
-        honest = _ratio_vec(base.truth.numerator, base.truth.denominator, n, gen)
-        coin = _ratio_vec(base.yes.numerator, base.yes.denominator, n, gen)
-        bit = np.where(honest, bool(value), coin)
-    elif isinstance(base, OneBitMean):
-        # u < zero + z (one - zero) for an integer u  <=>  u < ceil(that), exactly.
-        threshold = math.ceil(base.zero + base.scaled(float(value)) * (base.one - base.zero))
-        bit = _words(gen, n) < threshold
-    else:
-        raise ValueError(f"no vectorised sampler for {type(m).__name__}")
-    return bit if keep2 is None else _flip_vec(bit, keep2, gen)
 
 
 # -- the audit ---------------------------------------------------------------------------
@@ -443,21 +298,18 @@ def audit(
     seed: int = 0,
     rng: Rng | None = None,
     vectorised: bool | None = None,
-    memoised: bool = False,
 ) -> AuditResult:
     """Measure a lower bound on ``m``'s epsilon, with a null control.
 
     ``vectorised=None`` takes the vectorised path when it is proven for
     ``type(m)`` and numpy is present, else the device path (``rng`` or
-    ``random.Random(seed)``).  ``memoised`` audits a two-level mechanism's
-    memoised device path (fresh secret per report: one report each).
+    ``random.Random(seed)``); the device path of a two-level mechanism is its
+    memoised path (fresh secret per report: one report each).
     """
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be an integer >= 1, got {trials!r}")
     if vectorised is None:
-        vectorised = not memoised and vectorisable(m) and _has_numpy()
-    if vectorised and memoised:
-        raise ValueError("the memoised path is audited through the device randomiser only")
+        vectorised = vectorisable(m) and _has_numpy()
     d = design(m)
     gen: Any = None
     if vectorised:
@@ -467,11 +319,10 @@ def audit(
     source = random.Random(seed) if rng is None else rng
 
     def count(value: int | float) -> int:
-        return sample_events(
-            m, value, trials, vectorised=vectorised, rng=source, gen=gen, memoised=memoised
-        )
+        return sample_events(m, value, trials, vectorised=vectorised, rng=source, gen=gen)
 
     hits_x, hits_x_prime, hits_again = count(d.x), count(d.x_prime), count(d.x)
+    memoised = isinstance(m, Memoisable)
     path = "vectorised" if vectorised else ("memoised device path" if memoised else "device path")
     return AuditResult(
         mechanism=m.name,
@@ -490,21 +341,13 @@ def audit(
 def audit_mechanisms(
     epsilon: float, domain_size: int = 8, lifetime_factor: float = 2.0
 ) -> list[Mechanism]:
-    """Every mechanism at ``epsilon``: one-level, then two-level (eps_inf = factor * eps)."""
-    d, eps_inf = domain_size, lifetime_factor * epsilon
-    one: list[Mechanism] = [
-        mechanism("binary_rr", epsilon=epsilon),
-        mechanism("forced_response", epsilon=epsilon),
-        *(mechanism(n, epsilon=epsilon, domain_size=d) for n in ("grr", "sue", "oue", "olh")),
-        mechanism("one_bit_mean", epsilon=epsilon, lo=0.0, hi=1.0),
-    ]
-    two: list[Mechanism] = [
-        longitudinal("binary_rr", epsilon=epsilon, epsilon_inf=eps_inf),
-        *(
-            longitudinal(n, epsilon=epsilon, epsilon_inf=eps_inf, domain_size=d)
-            for n in ("grr", "sue", "oue", "olh")
-        ),
-        longitudinal("one_bit_mean", epsilon=epsilon, epsilon_inf=eps_inf, lo=0.0, hi=1.0),
+    """Every registered mechanism at ``epsilon``: one-level, then two-level
+    (eps_inf = factor * eps), each with the parameters its kind takes."""
+    params: dict[str, Any] = {"domain_size": domain_size, "lo": 0.0, "hi": 1.0}
+    one = [mechanism(name, epsilon=epsilon, **params) for name in NAMES if name != "auto"]
+    two = [
+        longitudinal(cls.name, epsilon=epsilon, epsilon_inf=lifetime_factor * epsilon, **params)
+        for cls in classes(levels=2)
     ]
     return one + two
 

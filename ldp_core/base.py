@@ -1,4 +1,4 @@
-"""The shape every mechanism shares: an immutable spec with its channel.
+"""The shape every mechanism shares: an immutable spec with its channel and its hooks.
 
 A mechanism is built from (epsilon, domain) and holds, in one frozen object:
 
@@ -8,19 +8,31 @@ A mechanism is built from (epsilon, domain) and holds, in one frozen object:
   value] = q*, independently across reports,
 - its tally layout (``num_counters``; ``counters(report)`` are the counters a
   report increments) and the map from tallies to support counts,
-- the derivation of its epsilon, as a comment beside the thresholds.
+- the derivation of its epsilon, as a comment beside the thresholds,
+- the hooks the drivers call, so that no driver switches on a family:
+  ``sample`` (vectorised randomiser, numpy) and ``simulate_tallies``
+  (``ldp_core.simulate``), ``audit_design`` (``ldp_core.audit``),
+  ``max_set_bits`` and ``tally_sum_law`` (the collector's plausibility check),
+  ``count_variance`` (``aggregator.estimate``).
 
-The generic debiasing of support counts lives in ``aggregator.estimate``.
+Capabilities that only some mechanisms have are protocols: ``Bounded`` (a
+numeric range), ``Hashed`` (a public hash family), ``Memoisable`` (two-level,
+with a permanent response).
+
+>>> from ldp_core import mechanism
+>>> m = mechanism("grr", epsilon=1.0, domain_size=4)
+>>> isinstance(m, Bounded), m.max_set_bits(), m.direct_payload
+(False, None, 4)
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from ldp_core._rng import Rng, resolve
 
@@ -28,18 +40,48 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Family", "Kind", "Mechanism", "Payload", "Report"]
+__all__ = [
+    "Bounded",
+    "Design",
+    "Hashed",
+    "Kind",
+    "Mechanism",
+    "Memoisable",
+    "Payload",
+    "Report",
+]
 
 #: binary: a proportion of 1s; frequency: a histogram over the domain;
 #: mean: the mean of a number in [lo, hi].
 Kind = Literal["binary", "frequency", "mean"]
-Family = Literal["direct", "unary", "hashed", "binary", "mean"]
 
 #: A randomised report as the device holds it (the mechanism says which).
 Report = int | tuple[int, ...]
 
 #: A report as JSON on the wire.
 Payload = int | str | list[int]
+
+#: A vectorised batch of reports (numpy arrays; the mechanism says which).
+Batch = Any
+
+#: Reports are simulated in chunks of this many, to bound memory.
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Design:
+    """The audit's neighbouring inputs x, x' and its most powerful event E.
+
+    ``event`` reads one device report; ``batch_event`` the same event over a
+    vectorised batch from ``Mechanism.sample``.  ``probabilities`` are
+    (P[E | x], P[E | x']) from the mechanism's declared channel.
+    """
+
+    x: int | float
+    x_prime: int | float
+    event: Callable[[Report], bool]
+    batch_event: Callable[[Batch], Any]
+    probabilities: tuple[Fraction, Fraction]
 
 
 @dataclass(frozen=True)
@@ -48,11 +90,20 @@ class Mechanism(ABC):
 
     name: ClassVar[str]
     kind: ClassVar[Kind]
-    #: How ``ldp_core.simulate`` samples tallies: direct (GRR-like), unary, hashed
-    #: (OLH-like: needs ``hashing`` and ``bucket_keep``), binary, or mean.
-    family: ClassVar[Family]
     #: 1 for a one-shot mechanism, 2 for a memoised (longitudinal) one.
     levels: ClassVar[int] = 1
+    #: Whether ``mechanism("auto")`` weighs this mechanism (frequency only).
+    auto_candidate: ClassVar[bool] = False
+
+    # -- construction from a spec's parameters (the registry calls this) -----------
+
+    @classmethod
+    @abstractmethod
+    def create(cls, params: dict[str, Any]) -> Mechanism:
+        """Build from the parameters given to ``mechanism()`` (``epsilon``, ``domain_size``,
+        ``lo``, ...; each class takes what it needs); a ValueError names a bad one."""
+
+    # -- the channel ------------------------------------------------------------------
 
     @property
     @abstractmethod
@@ -99,6 +150,81 @@ class Mechanism(ABC):
     def check_value(self, value: object) -> int | float:
         """The value in canonical form, or a ValueError that names it."""
 
+    # -- hooks of the drivers (numpy, imported lazily by the server side) ------------
+
+    @abstractmethod
+    def sample(self, values: npt.NDArray[Any], gen: Any) -> Batch:
+        """Vectorised ``randomize`` of checked ``values`` with a numpy Generator.
+
+        Same law as the device path, decided from the same integer thresholds.
+        """
+
+    @abstractmethod
+    def audit_design(self) -> Design:
+        """The most powerful distinguishing test (``ldp_core.audit``)."""
+
+    def batch_counters(self, batch: Batch) -> npt.NDArray[np.int64]:
+        """The one counter each report of a batch increments (one-counter layouts)."""
+        raise ValueError(f"{self.name} reports increment several counters")
+
+    def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
+        """P[a report of ``value`` increments counter k], for one-counter layouts."""
+        raise ValueError(f"{self.name} reports increment several counters")
+
+    def simulate_tallies(
+        self, values: npt.NDArray[Any], trials: int, gen: Any
+    ) -> npt.NDArray[np.int64]:
+        """``trials`` tally vectors for one report per value, shape (trials, counters).
+
+        Default: one multinomial per distinct value over ``output_distribution``
+        when that table is small, else ``sample`` per report in chunks; families
+        with independent counters override it with binomials.
+        """
+        import numpy as np
+
+        index = self._check_indices(values)
+        counts = np.bincount(index, minlength=self.domain_size)
+        distinct = np.flatnonzero(counts)
+        cells = len(distinct) * self.num_counters * trials
+        # A multinomial per distinct value costs ~ cells; a draw per report ~ n trials.
+        per_report = trials == 1 and len(index) * 0.5 < cells
+        if cells <= 20_000_000 and not per_report:
+            out = np.zeros((trials, self.num_counters), dtype=np.int64)
+            for v in distinct:
+                out += gen.multinomial(counts[v], self.output_distribution(int(v)), size=trials)
+            return out
+        if trials != 1:
+            raise ValueError("too large to simulate several trials at once; loop over seeds")
+        out1 = np.zeros(self.num_counters, dtype=np.int64)
+        for start in range(0, len(index), CHUNK):
+            batch = self.sample(index[start : start + CHUNK], gen)
+            out1 += np.bincount(self.batch_counters(batch), minlength=self.num_counters)
+        return out1[None, :]
+
+    def _check_indices(self, values: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        index = np.asarray(values).astype(np.int64)
+        if len(index) and (index.min() < 0 or index.max() >= self.domain_size):
+            raise ValueError(f"true values must lie in [0, {self.domain_size})")
+        return index
+
+    def max_set_bits(self, alpha: float = 1e-9) -> int | None:
+        """Most counters an honest report sets but with probability <= alpha; None: no
+        per-report limit (every well-formed report is a possible honest one)."""
+        return None
+
+    def tally_sum_law(self) -> tuple[float, float] | None:
+        """(mean, variance) of the counters one honest report sets, whatever its value;
+        None when the sum carries no information (one counter per report)."""
+        return None
+
+    @property
+    def direct_payload(self) -> int | None:
+        """B when a payload is an int in [0, B) whose only counter is itself, else None
+        (lets the collector check such reports without building them)."""
+        return None
+
     # -- shared behaviour ----------------------------------------------------------
 
     def randomize(self, value: object, rng: Rng | None = None) -> Report:
@@ -124,12 +250,13 @@ class Mechanism(ABC):
         """Information-theoretic size of one report, in bits."""
         return math.log2(self.domain_size)
 
-    def count_variance(self, n: int, c: float) -> float:
+    def count_variance(self, n: int, c: Any) -> Any:
         """Exact Var[c_hat] for a value held by ``c`` of ``n`` reports (item term included).
 
         C(v) = Bin(c, p*) + Bin(n - c, q*), so
         Var[c_hat] = [c p*(1-p*) + (n-c) q*(1-q*)] / (p*-q*)^2
                    = n q*(1-q*)/(p*-q*)^2 + c (1-p*-q*)/(p*-q*).
+        ``c`` may be a float or a numpy array (one variance per value).
         """
         p, q = self.p_star, self.q_star
         return n * q * (1 - q) / (p - q) ** 2 + c * (1 - p - q) / (p - q)
@@ -160,6 +287,46 @@ class Mechanism(ABC):
         }
 
 
+@runtime_checkable
+class Bounded(Protocol):
+    """A numeric mechanism over [lo, hi] whose P[report = 1] is linear in the value."""
+
+    @property
+    def lo(self) -> float: ...
+
+    @property
+    def hi(self) -> float: ...
+
+    def one_probability(self, value: float) -> Fraction: ...
+
+
+@runtime_checkable
+class Hashed(Protocol):
+    """A mechanism whose reports carry a public hash seed (OLH and its two-level form)."""
+
+    @property
+    def g(self) -> int: ...
+
+    @property
+    def num_seeds(self) -> int: ...
+
+    def bucket(self, seed: int, value: int) -> int: ...
+
+
+@runtime_checkable
+class Memoisable(Protocol):
+    """A two-level mechanism: a permanent response memoised per (secret, context, value)."""
+
+    @property
+    def epsilon_inf(self) -> float: ...
+
+    def permanent_response(self, value: object, secret: bytes, context: str) -> Report: ...
+
+    def randomize_memoised(
+        self, value: object, secret: bytes, context: str, rng: Rng | None = None
+    ) -> Report: ...
+
+
 def check_domain_size(domain_size: object) -> int:
     """``domain_size`` if it is an int >= 2, else a ValueError naming it."""
     if isinstance(domain_size, bool) or not isinstance(domain_size, int) or domain_size < 2:
@@ -187,3 +354,25 @@ def int_payload(payload: object, upper: int, code: str) -> int:
     if not 0 <= payload < upper:
         raise ReportError(code, f"payload {payload} not in [0, {upper})")
     return payload
+
+
+def need(params: dict[str, Any], what: str, name: str) -> Any:
+    """``params[what]``, or a ValueError saying mechanism ``name`` needs it."""
+    value = params.get(what)
+    if value is None:
+        raise ValueError(f"mechanism {name!r} needs {what}=")
+    return value
+
+
+def words(gen: Any, n: int) -> npt.NDArray[np.int64]:
+    """n uniform integers in [0, 2**32) from a numpy Generator, as the device draws them."""
+    import numpy as np
+
+    return gen.integers(0, 1 << 32, size=n, dtype=np.int64)  # type: ignore[no-any-return]
+
+
+def ratio_draws(num: int, den: int, n: int, gen: Any) -> npt.NDArray[np.bool_]:
+    """n Bernoulli(num/den) by an integer comparison, like ``_rng.bernoulli``."""
+    import numpy as np
+
+    return gen.integers(0, den, size=n, dtype=np.int64) < num  # type: ignore[no-any-return]

@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ldp_core.base import Mechanism
+from ldp_core.base import Kind, Mechanism
 from ldp_core.epsilon import check_epsilon
-from ldp_core.mean import check_bounds
-from ldp_core.registry import NAMES, mechanism
+from ldp_core.mechanisms.mean import check_bounds
+from ldp_core.registry import NAMES, longitudinal, mechanism, names_for, resolve_auto
 
 __all__ = ["EPOCH_SECONDS", "MetricKind", "MetricSpec", "SpecError"]
 
@@ -31,11 +31,10 @@ EPOCH_SECONDS = {"hour": 3600, "day": 86400}
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_CATEGORIES = 1 << 16
 
-_FREQUENCY = ("grr", "sue", "oue", "olh", "auto")
+#: The estimate each metric kind asks of its mechanism.
+_KIND: dict[str, Kind] = {"boolean": "binary", "categorical": "frequency", "numeric": "mean"}
 _ALLOWED: dict[str, tuple[str, ...]] = {
-    "boolean": ("binary_rr", "forced_response", "auto"),
-    "categorical": _FREQUENCY,
-    "numeric": ("one_bit_mean", "auto"),
+    metric_kind: (*names_for(kind), "auto") for metric_kind, kind in _KIND.items()
 }
 
 
@@ -214,27 +213,15 @@ class MetricSpec:
         return self._built["m"]
 
     def _make(self) -> Mechanism:
-        name = self.mechanism
-        if name == "auto" and self.kind == "boolean":
-            name = "binary_rr"
-        elif name == "auto" and self.kind == "numeric":
-            name = "one_bit_mean"
+        kind = _KIND[self.kind]
+        name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size)
+        d = self.domain_size if kind == "frequency" else None
         if self.epsilon_inf is not None:
-            from ldp_core.longitudinal import longitudinal
-
             return longitudinal(
-                name,
-                epsilon=self.epsilon,
-                epsilon_inf=self.epsilon_inf,
-                domain_size=self.domain_size,
-                lo=self.lo,
-                hi=self.hi,
+                name, epsilon=self.epsilon, epsilon_inf=self.epsilon_inf,
+                domain_size=d, lo=self.lo, hi=self.hi,
             )
-        if self.kind == "numeric":
-            return mechanism(name, epsilon=self.epsilon, lo=self.lo, hi=self.hi)
-        if self.kind == "boolean":
-            return mechanism(name, epsilon=self.epsilon)
-        return mechanism(self.mechanism, epsilon=self.epsilon, domain_size=self.domain_size)
+        return mechanism(name, epsilon=self.epsilon, domain_size=d, lo=self.lo, hi=self.hi)
 
     def index_of(self, value: object) -> int | float:
         """The mechanism's input for a user value (category -> index; bool -> 0/1).

@@ -1,4 +1,4 @@
-"""One registry: ``mechanism(name, ...)`` builds any mechanism by name.
+"""One registry, built from the family modules: ``mechanism()``, ``longitudinal()``, auto.
 
 >>> mechanism("grr", epsilon=2.0, domain_size=4).name
 'grr'
@@ -6,29 +6,61 @@
 'grr'
 >>> mechanism("auto", epsilon=1.0, domain_size=1024).name
 'olh'
+>>> names_for("binary")
+('binary_rr', 'forced_response')
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TypeVar
+from typing import Any
 
-from ldp_core.base import Mechanism, check_domain_size
-from ldp_core.binary import BinaryRR, ForcedResponse, exact_probability
+from ldp_core.base import Kind, Mechanism, check_domain_size
 from ldp_core.epsilon import check_epsilon
-from ldp_core.grr import GRR
-from ldp_core.mean import OneBitMean
-from ldp_core.olh import OLH
-from ldp_core.unary import OUE, SUE
+from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, unary
 
-__all__ = ["NAMES", "AutoChoice", "auto_choice", "mechanism"]
+__all__ = [
+    "FAMILIES",
+    "NAMES",
+    "AutoChoice",
+    "auto_choice",
+    "classes",
+    "longitudinal",
+    "mechanism",
+    "names_for",
+    "resolve_auto",
+]
 
-NAMES = ("binary_rr", "forced_response", "grr", "sue", "oue", "olh", "one_bit_mean", "auto")
+#: Every family module; a new mechanism is one module and one entry here.
+FAMILIES = (binary, grr, unary, olh, mean, hadamard)
 
-#: OLH is taken over OUE when its variance is within this factor: its report is
-#: a seed and a bucket instead of d bits.
+_ONE: dict[str, type[Mechanism]] = {
+    cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
+}
+_TWO: dict[str, type[Mechanism]] = {
+    cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 2
+}
+
+#: Every name ``mechanism()`` takes, ``auto`` last.
+NAMES = (*_ONE, "auto")
+
+#: A smaller report is taken over the lowest variance when its variance is within
+#: this factor (OLH's seed and bucket against OUE's d bits).
 REPORT_SIZE_TOLERANCE = 1.05
+
+
+def classes(levels: int | None = None) -> tuple[type[Mechanism], ...]:
+    """Every registered class (one level, two levels, or both)."""
+    table = {1: list(_ONE.values()), 2: list(_TWO.values())}
+    chosen = table[levels] if levels else table[1] + table[2]
+    return tuple(chosen)
+
+
+def names_for(kind: Kind, levels: int = 1) -> tuple[str, ...]:
+    """The mechanism names that estimate ``kind`` (binary, frequency or mean)."""
+    table = _ONE if levels == 1 else _TWO
+    return tuple(name for name, cls in table.items() if cls.kind == kind)
 
 
 @dataclass(frozen=True)
@@ -39,18 +71,42 @@ class AutoChoice:
     variances: dict[str, float]
 
 
-def auto_choice(epsilon: float, domain_size: int) -> AutoChoice:
-    """The lowest-variance frequency mechanism for (d, eps), OLH on near ties with OUE."""
-    eps, d = check_epsilon(epsilon), check_domain_size(domain_size)
-    variances = {
-        "grr": GRR(eps, d).unit_variance(),
-        "oue": OUE(eps, d).unit_variance(),
-        "olh": OLH(eps, d).unit_variance(),
+def auto_choice(epsilon: float, domain_size: int, kind: Kind = "frequency") -> AutoChoice:
+    """The lowest-variance candidate of ``kind`` for (d, eps); a d-bit report gives way
+    to a compact one within ``REPORT_SIZE_TOLERANCE``."""
+    params = {"epsilon": check_epsilon(epsilon), "domain_size": check_domain_size(domain_size)}
+    built = {
+        name: cls.create({**params, "lo": 0.0, "hi": 1.0})
+        for name, cls in _ONE.items()
+        if cls.kind == kind and cls.auto_candidate
     }
-    chosen = min(variances, key=variances.__getitem__)
-    if chosen == "oue" and variances["olh"] <= REPORT_SIZE_TOLERANCE * variances["oue"]:
-        chosen = "olh"
+    variances = {name: m.unit_variance() for name, m in built.items()}
+    best = min(variances, key=variances.__getitem__)
+    # A report of d bits or more (a unary encoding) gives way to a compact one
+    # whose variance is within the tolerance.
+    linear = built[best].report_bits >= built[best].domain_size
+    near = [
+        name
+        for name in variances
+        if linear
+        and variances[name] <= REPORT_SIZE_TOLERANCE * variances[best]
+        and built[name].report_bits < built[best].report_bits
+    ]
+    chosen = min(near, key=variances.__getitem__) if near else best
     return AutoChoice(chosen=chosen, variances=variances)
+
+
+def resolve_auto(name: str, kind: Kind, epsilon: float, domain_size: int) -> str:
+    """``name``, or what ``auto`` resolves to for a metric of ``kind``: the one place."""
+    if name != "auto":
+        return name
+    return auto_choice(epsilon, domain_size, kind).chosen
+
+
+def _kind_of(params: dict[str, Any]) -> Kind:
+    if params.get("lo") is not None and params.get("hi") is not None:
+        return "mean"
+    return "frequency" if params.get("domain_size") is not None else "binary"
 
 
 def mechanism(
@@ -69,44 +125,52 @@ def mechanism(
 
     - ``binary_rr``: ``epsilon=`` or ``p=`` (keep probability)
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
-    - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``auto``:
+    - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``auto``:
       ``epsilon=``, ``domain_size=``
     - ``one_bit_mean``: ``epsilon=``, ``lo=``, ``hi=``
     """
-    if name == "binary_rr":
-        if p is not None:
-            return BinaryRR.from_p(p)
-        return BinaryRR.from_epsilon(_need(epsilon, "epsilon", name))
-    if name == "forced_response":
-        if truth is not None or yes is not None or epsilon is None:
-            return ForcedResponse(
-                truth=Fraction(1, 2) if truth is None else exact_probability(truth, "truth"),
-                yes=Fraction(1, 2) if yes is None else exact_probability(yes, "yes"),
-            )
-        return ForcedResponse.from_epsilon(_need(epsilon, "epsilon", name))
-    if name == "one_bit_mean":
-        return OneBitMean(
-            _need(epsilon, "epsilon", name), _need(lo, "lo", name), _need(hi, "hi", name)
+    params = {
+        key: value
+        for key, value in (
+            ("epsilon", epsilon), ("domain_size", domain_size), ("lo", lo), ("hi", hi),
+            ("p", p), ("truth", truth), ("yes", yes), ("g", g),
         )
-    eps = _need(epsilon, "epsilon", name)
-    d = _need(domain_size, "domain_size", name)
+        if value is not None
+    }
     if name == "auto":
-        name = auto_choice(eps, d).chosen
-    if name == "grr":
-        return GRR(eps, d)
-    if name == "sue":
-        return SUE(eps, d)
-    if name == "oue":
-        return OUE(eps, d)
-    if name == "olh":
-        return OLH(eps, d, g=g)
-    raise ValueError(f"unknown mechanism {name!r}; known: {', '.join(NAMES)}")
+        if epsilon is None or domain_size is None:
+            raise ValueError("mechanism 'auto' needs epsilon= and domain_size=")
+        name = auto_choice(epsilon, domain_size).chosen
+    if name not in _ONE:
+        raise ValueError(f"unknown mechanism {name!r}; known: {', '.join(NAMES)}")
+    return _ONE[name].create(params)
 
 
-T = TypeVar("T")
+def longitudinal(
+    name: str,
+    *,
+    epsilon: float,
+    epsilon_inf: float,
+    domain_size: int | None = None,
+    lo: float | None = None,
+    hi: float | None = None,
+) -> Mechanism:
+    """A two-level mechanism: eps_1 <= ``epsilon`` per report, ``epsilon_inf`` per value.
 
-
-def _need(value: T | None, what: str, name: str) -> T:
-    if value is None:
-        raise ValueError(f"mechanism {name!r} needs {what}=")
-    return value
+    ``name``: any registered two-level name, or ``auto`` (resolved at ``epsilon``
+    among the candidates of the kind the parameters imply).  Every bad parameter
+    is a ValueError naming it.
+    """
+    params: dict[str, Any] = {
+        "epsilon": epsilon, "epsilon_inf": epsilon_inf,
+        "domain_size": domain_size, "lo": lo, "hi": hi,
+    }
+    params = {key: value for key, value in params.items() if value is not None}
+    if name == "auto":
+        kind = _kind_of(params)
+        name = auto_choice(epsilon, domain_size or 2, kind).chosen
+    if name not in _TWO:
+        raise ValueError(
+            f"no two-level version of mechanism {name!r}; known: {', '.join(_TWO)}, auto"
+        )
+    return _TWO[name].create(params)

@@ -7,7 +7,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from ldp_core import Mechanism
+from ldp_core import Bounded, Mechanism
 from ldp_core.simulate import output_distribution
 
 
@@ -18,15 +18,14 @@ def z_for(false_positive_rate: float, checks: int = 1) -> float:
 
 def counter_probabilities(m: Mechanism, value: float) -> npt.NDArray[np.float64]:
     """P[counter k is incremented by one report of ``value``], for every counter k."""
-    p, q = m.p_star, m.q_star
-    if m.family == "unary":
-        out = np.full(m.num_counters, q)
-        out[int(value)] = p
-        return out
-    if m.family == "binary":
-        one = p if int(value) == 1 else q
+    if isinstance(m, Bounded):
+        one = float(m.one_probability(value))
         return np.array([1 - one, one])
-    if m.family == "mean":
-        one = float(m.one_probability(value))  # type: ignore[attr-defined]
+    if m.max_set_bits() is not None or m.tally_sum_law() is not None:  # independent bits
+        out = np.full(m.num_counters, m.q_star)
+        out[int(value)] = m.p_star
+        return out
+    if m.kind == "binary":
+        one = m.p_star if int(value) == 1 else m.q_star
         return np.array([1 - one, one])
     return output_distribution(m, int(value))

@@ -177,7 +177,8 @@ async def test_numeric_and_longitudinal_metrics(client: httpx.AsyncClient, redis
     epoch = today()
     memo = MetricSpec.from_json(SPECS["memo_page"]).build()
     mean = MetricSpec.from_json(SPECS["load_ms"]).build()
-    envs = [envelope("memo_page", 1, epoch, memo.encode(memo.randomize(3, rng=rng)))
+    envs = [envelope("memo_page", 1, epoch,
+                     memo.encode(memo.randomize_memoised(3, rng.randbytes(32), "memo_page", rng)))
             for _ in range(50)]
     envs += [envelope("load_ms", 1, epoch, mean.encode(mean.randomize(1200.0, rng=rng)))
              for _ in range(50)]

@@ -22,11 +22,12 @@ from aggregator import (
     simplex_projection,
 )
 from ldp_core import Mechanism, auto_choice, mechanism
+from ldp_core.registry import names_for
 from ldp_core.simulate import tallies, tallies_many
 from tests.stats import z_for
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
-FREQUENCY = ("grr", "sue", "oue", "olh")
+FREQUENCY = names_for("frequency")
 COUNTS = np.array([800, 400, 300, 200, 150, 100, 50, 0])  # n = 2000 over d = 8
 TRIALS = 20_000
 
@@ -36,9 +37,7 @@ def true_values(counts: np.ndarray) -> np.ndarray:
 
 
 def support_rows(m: Mechanism, rows: np.ndarray) -> np.ndarray:
-    if m.family == "hashed":
-        return np.array([m.support_counts(r) for r in rows], dtype=np.float64)
-    return rows.astype(np.float64)
+    return np.array([m.support_counts(r) for r in rows], dtype=np.float64)
 
 
 # 7 mechanisms x 4 epsilons x <= 8 values x 2 statistics < 450 checks: the bias

@@ -15,20 +15,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldp_core import mechanism
-from ldp_core._rng import WORD, Rng
-from ldp_core.audit import cp_lower, cp_upper
-from ldp_core.base import Mechanism, Report
-from ldp_core.longitudinal import (
-    HmacDrbg,
+from ldp_core import (
+    LongitudinalGRR,
     LongitudinalOUE,
+    Mechanism,
+    Report,
     TwoLevel,
     longitudinal,
-    permanent_seed,
+    mechanism,
 )
+from ldp_core._rng import WORD, Rng, resolve
+from ldp_core.audit import cp_lower, cp_upper
+from ldp_core.memo import HmacDrbg, permanent_seed
 from ldp_core.metric import MetricSpec
+from ldp_core.registry import classes
 
-FREQUENCY = ("grr", "sue", "oue", "olh")
+FREQUENCY = tuple(c.name for c in classes(levels=2) if c.kind == "frequency")
 SECRET = bytes(range(32))
 
 
@@ -62,7 +64,7 @@ def test_contract_matches_the_one_level_base(name: str, eps: float) -> None:
         if name == "binary_rr"
         else mechanism(name, epsilon=eps, domain_size=16)
     )
-    assert (m.name, m.family, m.kind, m.levels) == (one.name, one.family, one.kind, 2)
+    assert (m.name, m.kind, m.levels) == (one.name, one.kind, 2)
     assert (m.num_counters, m.domain_size) == (one.num_counters, one.domain_size)
     assert m.epsilon_inf == 2.5 * eps
     # eps_1 is an upper bound (outward) <= the request, and the threshold is the
@@ -71,7 +73,7 @@ def test_contract_matches_the_one_level_base(name: str, eps: float) -> None:
     assert m._epsilon_of(m.base, m._compose(m.base, m.keep + 1)) > eps
     assert eps - m.epsilon < 1e-6
     assert m.base.epsilon == 2.5 * eps and m.base.epsilon_actual <= m.epsilon_inf
-    r = m.randomize(one.check_value(1), rng=random.Random(0))
+    r = m.randomize_memoised(one.check_value(1), SECRET, "metric/1", rng=random.Random(0))
     assert m.decode(m.encode(r)) == r
     assert m.counters(r) == one.counters(r)
     with pytest.raises(FrozenInstanceError):
@@ -105,7 +107,7 @@ def test_bad_parameters_are_named(kwargs: dict[str, float], needle: str) -> None
 def test_unknown_and_unsupported_names() -> None:
     with pytest.raises(ValueError, match="forced_response"):
         longitudinal("forced_response", epsilon=1.0, epsilon_inf=2.0, domain_size=2)
-    with pytest.raises(ValueError, match="lo= and hi="):
+    with pytest.raises(ValueError, match="needs lo="):
         longitudinal("one_bit_mean", epsilon=1.0, epsilon_inf=2.0)
 
 
@@ -160,36 +162,25 @@ def test_one_report_epsilon_matches_the_channel() -> None:
 
     for name in (*FREQUENCY, "one_bit_mean"):
         m = build(name, eps=1.0, eps_inf=3.0)
-        p, q = (float(x) for x in m.channel)
-        if m.family == "direct":
-            ratio = p / q
-        elif m.family == "unary":
-            ratio = p * (1 - q) / ((1 - p) * q)
-        elif m.family == "hashed":
-            ratio = p * (m.hashing.g - 1) / (1 - p)
-        else:
-            ratio = max(p / q, (1 - q) / (1 - p))
+        # The audit's most powerful event has the channel's extreme ratio.
+        p, q = (float(x) for x in m.audit_design().probabilities)
+        ratio = max(p / q, (1 - q) / (1 - p))
         assert math.log(ratio) == pytest.approx(m.epsilon, abs=1e-9)
 
 
 @pytest.mark.parametrize("name", [*FREQUENCY, "one_bit_mean"])
-@pytest.mark.parametrize("memoised", [False, True])
-def test_device_path_has_the_composed_channel(name: str, memoised: bool) -> None:
+def test_device_path_has_the_composed_channel(name: str) -> None:
     """Reports of one value (fresh permanent each time) follow (p*, q*) exactly.
 
-    Five CP intervals per case, each at 2e-8: false-positive rate 1e-7 per case,
-    < 1e-6 over the 10 cases.
+    At most 8 CP intervals per case, each at 2e-8: false-positive rate < 2e-7 per
+    case, < 1e-6 over the cases.
     """
     m = build(name, d=5)
-    rng = random.Random(hash((name, memoised)) & 0xFFFF)
+    rng = random.Random(sum(map(ord, name)))
     n, alpha = 6000, 2e-8
     value: float = 3.0 if name == "one_bit_mean" else 2
-    if memoised:  # a fresh device secret per report: one report each
-        reports = [
-            m.randomize_memoised(value, rng.randbytes(32), "metric/1", rng) for _ in range(n)
-        ]
-    else:
-        reports = [m.randomize(value, rng) for _ in range(n)]
+    # A fresh device secret per report: one report each.
+    reports = [m.randomize_memoised(value, rng.randbytes(32), "metric/1", rng) for _ in range(n)]
     p, q = m.channel
     support = [0] * m.domain_size
     for r in reports:
@@ -200,17 +191,20 @@ def test_device_path_has_the_composed_channel(name: str, memoised: bool) -> None
         assert covers(hits, n, truth, alpha), (v, hits / n, float(truth))
 
 
+@pytest.mark.parametrize("name", [*FREQUENCY, "one_bit_mean", "binary_rr"])
+def test_randomize_without_a_secret_refuses(name: str) -> None:
+    """Without a device secret every call would draw a fresh permanent response."""
+    m = build(name, d=5)
+    with pytest.raises(ValueError, match="randomize_memoised"):
+        m.randomize(m.check_value(1), rng=random.Random(0))
+
+
 def _supported(m: Mechanism, r: Report) -> list[int]:
     """The values (indices; for one bit: 1 = hi, 0 = lo) that report r supports."""
-    if m.family in ("direct", "mean", "binary"):
-        assert isinstance(r, int)
-        return [r]
-    if m.family == "unary":
-        assert isinstance(r, tuple)
-        return list(r)
-    assert isinstance(r, tuple)
-    seed, y = r
-    return [v for v in range(m.domain_size) if m.hashing.bucket(seed, v) == y]  # type: ignore[attr-defined]
+    one_hot = [0] * m.num_counters
+    for c in m.counters(r):
+        one_hot[c] += 1
+    return [v for v, hits in enumerate(m.support_counts(one_hot)) if hits]
 
 
 def test_simulated_tallies_debias_with_the_composed_channel() -> None:
@@ -361,7 +355,7 @@ def assert_reports_follow(m: Any, b: Report, reports: list[Report]) -> None:
     held = {b} if isinstance(b, int) else set(b)
     support = Counter(i for r in reports for i in ((r,) if isinstance(r, int) else r))
     p2 = Fraction(m.keep, WORD)
-    q2 = (1 - p2) / (m.domain_size - 1) if m.family == "direct" else 1 - p2
+    q2 = (1 - p2) / (m.domain_size - 1) if isinstance(m, LongitudinalGRR) else 1 - p2
     for i in range(m.domain_size):
         expected = p2 if i in held else q2
         assert covers(support[i], len(reports), expected, 1.6e-7), (i, support[i], float(expected))
@@ -374,7 +368,8 @@ class RedrawnOUE(LongitudinalOUE):
     def randomize_memoised(
         self, value: object, secret: bytes, context: str, rng: Rng | None = None
     ) -> Report:
-        return self.randomize(value, rng)
+        fresh = self.base.randomize(value, rng)  # a new permanent response every call
+        return self._instant(fresh, resolve(rng))
 
 
 def test_a_redrawn_permanent_response_is_caught() -> None:

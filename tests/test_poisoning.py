@@ -40,11 +40,8 @@ from collector.app import create_app
 from collector.plausibility import FALSE_REJECTION, SUM_Z_FLAG, max_set_bits, set_bits_tail
 from collector.settings import Settings
 from collector.store import Store, count_sum_z
-from ldp_core import mechanism
-from ldp_core.base import Mechanism
-from ldp_core.longitudinal import longitudinal
+from ldp_core import Mechanism, UnaryEncoding, longitudinal, mechanism
 from ldp_core.metric import MetricSpec
-from ldp_core.unary import UnaryEncoding
 from ldp_core.wire import Envelope, encode_batch
 from tests.support.asgi import asgi_client
 from tests.support.reports import NOW, envelope, today
