@@ -212,24 +212,32 @@ def window_count_variance(
     return base + (t - 1) * exact_count_variance(m.permanent, n, c)
 
 
-def _bit_variance(m: Mechanism, share: float) -> float:
+def _bit_variance(m: Mechanism, share: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """pi_bar (1 - pi_bar) / (p - q)^2 for a share in [0, 1] of the value hi (or 1)."""
     p, q = m.p_star, m.q_star
     pi_bar = q + share * (p - q)
-    return pi_bar * (1 - pi_bar) / (p - q) ** 2
+    return np.asarray(pi_bar * (1 - pi_bar) / (p - q) ** 2, dtype=np.float64)
 
 
-def window_mean_variance(m: Mechanism, n: int, share: float, epochs: int = 1) -> float:
+def window_mean_variance(
+    m: Mechanism, n: int, share: npt.ArrayLike, epochs: int = 1
+) -> npt.NDArray[np.float64]:
     """Upper bound on Var of the 1BitMean share z_hat over ``epochs`` epochs (Jensen).
 
-    ``share`` is the mean of z = (x - lo)/(hi - lo), clipped into [0, 1] here.
-    Multiply by (hi - lo)^2 for the mean itself.
+    ``share`` is the estimated mean of z = (x - lo)/(hi - lo) (clipped into
+    [0, 1] here); multiply by (hi - lo)^2 for the variance of the mean.
+
+    >>> from ldp_core import longitudinal
+    >>> m = longitudinal("one_bit_mean", epsilon=1.0, epsilon_inf=2.0, lo=0.0, hi=1.0)
+    >>> ratio = window_mean_variance(m, 1000, 0.5, 30) / window_mean_variance(m, 1000, 0.5)
+    >>> round(float(ratio), 2)
+    11.68
     """
-    z = min(max(share, 0.0), 1.0)
+    z = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
     t = _check_epochs(epochs)
     var = _bit_variance(m, z)
     if isinstance(m, TwoLevel) and t > 1:
-        var += (t - 1) * _bit_variance(m.permanent, z)
+        var = var + (t - 1) * _bit_variance(m.permanent, z)
     return var / n
 
 
@@ -293,6 +301,6 @@ def estimate(
             share, se, share - z * se, share + z * se, n, m.epsilon, m.name, confidence
         )
     lo, hi = m.lo, m.hi  # type: ignore[attr-defined]
-    se = math.sqrt(window_mean_variance(m, n, share, epochs)) * (hi - lo)
+    se = math.sqrt(float(window_mean_variance(m, n, share, epochs))) * (hi - lo)
     mean = lo + share * (hi - lo)
     return ScalarEstimate(mean, se, mean - z * se, mean + z * se, n, m.epsilon, m.name, confidence)
