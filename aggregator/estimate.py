@@ -20,12 +20,57 @@ depends on the spread of the z_i that one bit per person cannot reveal; the
 interval uses the upper bound pi_bar (1 - pi_bar) / (n (p* - q*)^2) (Jensen),
 exact when every value is equal and otherwise conservative.
 
+Windows of a memoised (two-level) metric.  A window sums the tallies of its
+epochs, so C(u) = sum of X_r over its n reports, X_r = [report r supports u].
+One-level reports are independent.  Two-level reports of one device and one
+value are not: they share the permanent response B'.  For every two-level
+mechanism here (GRR, SUE, OUE, OLH, binary RR, 1BitMean) a report supports u
+with probability p2 if B' supports u and q2 otherwise, independently across
+epochs given B'; B' supports u with probability pi = p1 (true value u) or
+q1 (another value), (p1, q1) = ``m.permanent.channel``.  The composed channel
+is p* = pi p2 + (1 - pi) q2 at pi = p1, q* the same at q1, so
+p* - q* = (p1 - q1)(p2 - q2), and for two reports of one device and value
+
+    Cov(X_t, X_s) = Var(E[X_t | B']) = (p2 - q2)^2 pi (1 - pi)     (t != s).
+
+Reports of different values use independent permanent responses (a fresh
+seed per value), so they are uncorrelated.  A device sends at most one report
+per epoch, so a group of T_i reports of one device and one value has T_i <= T,
+the number of epochs with data in the window; whatever the participation,
+
+    sum_i T_i (T_i - 1) pi_i (1 - pi_i) <= (T - 1) sum_i T_i pi_i (1 - pi_i)
+                                        = (T - 1) [c p1(1-p1) + (n-c) q1(1-q1)],
+
+with equality when every device reports in every epoch.  Dividing by
+(p* - q*)^2 = (p1 - q1)^2 (p2 - q2)^2:
+
+    Var[c_hat(u)] <= m.count_variance(n, c) + (T - 1) m.permanent.count_variance(n, c),
+
+the one-report variance of the composed channel plus T - 1 times that of the
+permanent level.  Binary RR is the same on counter 1.  For 1BitMean
+pi_i = q1 + z_i (p1 - q1), and Jensen bounds the mean of pi_i (1 - pi_i) over
+reports by pi_bar (1 - pi_bar), as for one level:
+
+    Var[mean] <= [pi*_bar(1-pi*_bar)/(p*-q*)^2 + (T-1) pi1_bar(1-pi1_bar)/(p1-q1)^2]
+                 * (hi-lo)^2 / n,
+
+with pi*_bar = q* + z_bar (p* - q*) and pi1_bar = q1 + z_bar (p1 - q1).
+
+``estimate(..., epochs=T)`` applies it; T = 1 (one epoch) is the one-level
+formula, and one-level mechanisms ignore ``epochs``.
+
 >>> from ldp_core import mechanism
 >>> from ldp_core.simulate import tallies
 >>> m = mechanism("grr", epsilon=2.0, domain_size=3)
 >>> t, n = tallies(m, [0] * 6000 + [1] * 3000 + [2] * 1000, seed=1)
 >>> e = estimate(m, t, n)
 >>> bool(e.ci_low[0] < 0.6 < e.ci_high[0])
+True
+>>> from ldp_core import longitudinal
+>>> m2 = longitudinal("grr", epsilon=1.0, epsilon_inf=2.0, domain_size=3)
+>>> t2, n2 = tallies(m2, [0] * 6000 + [1] * 3000 + [2] * 1000, seed=1)
+>>> one, window = estimate(m2, t2, n2), estimate(m2, t2, n2, epochs=30)
+>>> bool(window.stderr[0] > 2 * one.stderr[0])   # 30 epochs of memoised reports
 True
 """
 
@@ -35,13 +80,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from aggregator.consistency import norm_sub
-from ldp_core.base import Mechanism
+from ldp_core import Mechanism, TwoLevel
 
 __all__ = [
     "FrequencyEstimate",
@@ -49,6 +94,8 @@ __all__ = [
     "estimate",
     "exact_count_variance",
     "exact_mean_variance",
+    "window_count_variance",
+    "window_mean_variance",
     "z_value",
 ]
 
@@ -128,12 +175,70 @@ class FrequencyEstimate:
 
 
 def exact_count_variance(m: Mechanism, n: int, c: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Var[c_hat(v)] for true counts ``c`` (the item term included)."""
-    p, q = m.p_star, m.q_star
+    """Var[c_hat(v)] of one-report-per-device tallies: ``m.count_variance`` on an array.
+
+    ``Mechanism.count_variance`` is plain arithmetic, so it takes the array as is
+    (its hint says float; the cast only tells mypy).
+    """
     c_arr = np.asarray(c, dtype=np.float64)
-    return np.asarray(
-        n * q * (1 - q) / (p - q) ** 2 + c_arr * (1 - p - q) / (p - q), dtype=np.float64
-    )
+    return np.asarray(m.count_variance(n, cast(float, c_arr)), dtype=np.float64)
+
+
+def _check_epochs(epochs: object) -> int:
+    if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer) or epochs < 1:
+        raise ValueError(f"epochs must be a positive number of epochs, got {epochs!r}")
+    return int(epochs)
+
+
+def window_count_variance(
+    m: Mechanism, n: int, c: npt.ArrayLike, epochs: int = 1
+) -> npt.NDArray[np.float64]:
+    """Upper bound on Var[c_hat(v)] of tallies summed over ``epochs`` epochs.
+
+    One level: reports are independent, the bound is exact_count_variance.  Two
+    levels: plus (epochs - 1) times the permanent level's variance (module
+    docstring); exact when every device reports in every epoch.
+
+    >>> from ldp_core import longitudinal
+    >>> m = longitudinal("oue", epsilon=1.0, epsilon_inf=2.0, domain_size=16)
+    >>> one = float(window_count_variance(m, 1000, 400))
+    >>> float(window_count_variance(m, 1000, 400, epochs=30)) / one > 8
+    True
+    """
+    base = exact_count_variance(m, n, c)
+    t = _check_epochs(epochs)
+    if not isinstance(m, TwoLevel) or t == 1:
+        return base
+    return base + (t - 1) * exact_count_variance(m.permanent, n, c)
+
+
+def _bit_variance(m: Mechanism, share: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """pi_bar (1 - pi_bar) / (p - q)^2 for a share in [0, 1] of the value hi (or 1)."""
+    p, q = m.p_star, m.q_star
+    pi_bar = q + share * (p - q)
+    return np.asarray(pi_bar * (1 - pi_bar) / (p - q) ** 2, dtype=np.float64)
+
+
+def window_mean_variance(
+    m: Mechanism, n: int, share: npt.ArrayLike, epochs: int = 1
+) -> npt.NDArray[np.float64]:
+    """Upper bound on Var of the 1BitMean share z_hat over ``epochs`` epochs (Jensen).
+
+    ``share`` is the estimated mean of z = (x - lo)/(hi - lo) (clipped into
+    [0, 1] here); multiply by (hi - lo)^2 for the variance of the mean.
+
+    >>> from ldp_core import longitudinal
+    >>> m = longitudinal("one_bit_mean", epsilon=1.0, epsilon_inf=2.0, lo=0.0, hi=1.0)
+    >>> ratio = window_mean_variance(m, 1000, 0.5, 30) / window_mean_variance(m, 1000, 0.5)
+    >>> round(float(ratio), 2)
+    11.68
+    """
+    z = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
+    t = _check_epochs(epochs)
+    var = _bit_variance(m, z)
+    if isinstance(m, TwoLevel) and t > 1:
+        var = var + (t - 1) * _bit_variance(m.permanent, z)
+    return var / n
 
 
 def exact_mean_variance(m: Mechanism, true_values: Sequence[float] | npt.NDArray[Any]) -> float:
@@ -153,18 +258,27 @@ def estimate(
     confidence: float = 0.95,
     consistent: bool = False,
     simultaneous: bool = False,
+    *,
+    epochs: int = 1,
 ) -> FrequencyEstimate | ScalarEstimate:
-    """Debias a tally vector from ``n`` reports of mechanism ``m``."""
+    """Debias a tally vector from ``n`` reports of mechanism ``m``.
+
+    ``epochs``: how many epochs with data the tallies sum (a window).  It
+    widens the interval of a two-level (memoised) mechanism for the
+    correlation of one device's reports (module docstring); a one-level
+    mechanism's reports are independent and ignore it.
+    """
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n <= 0:
         raise ValueError(f"n must be a positive number of reports, got {n!r}")
     n = int(n)
+    epochs = _check_epochs(epochs)
     support = np.asarray(m.support_counts(tallies), dtype=np.float64)
     p, q = m.p_star, m.q_star
     c_hat = (support - n * q) / (p - q)
     if m.kind == "frequency":
         comparisons = m.domain_size if simultaneous else 1
         z = z_value(confidence, comparisons)
-        stderr = np.sqrt(exact_count_variance(m, n, np.clip(c_hat, 0, n))) / n
+        stderr = np.sqrt(window_count_variance(m, n, np.clip(c_hat, 0, n), epochs)) / n
         value = c_hat / n
         return FrequencyEstimate(
             value=value,
@@ -181,12 +295,12 @@ def estimate(
     z = z_value(confidence)
     share = float(c_hat[1] / n)
     if m.kind == "binary":
-        se = math.sqrt(float(exact_count_variance(m, n, min(max(c_hat[1], 0.0), n)))) / n
+        var = window_count_variance(m, n, min(max(c_hat[1], 0.0), n), epochs)
+        se = math.sqrt(float(var)) / n
         return ScalarEstimate(
             share, se, share - z * se, share + z * se, n, m.epsilon, m.name, confidence
         )
     lo, hi = m.lo, m.hi  # type: ignore[attr-defined]
-    pi_bar = q + min(max(share, 0.0), 1.0) * (p - q)
-    se = math.sqrt(pi_bar * (1 - pi_bar) / n) / (p - q) * (hi - lo)
+    se = math.sqrt(float(window_mean_variance(m, n, share, epochs))) * (hi - lo)
     mean = lo + share * (hi - lo)
     return ScalarEstimate(mean, se, mean - z * se, mean + z * se, n, m.epsilon, m.name, confidence)

@@ -69,7 +69,8 @@ async def estimate_response(
         "last_epoch": window.epochs[-1] if window.epochs else None,
     }
     out["confidence"] = options.confidence
-    out.update(estimate_json(spec, window.total, window.n, options))
+    # The whole window: a memoised metric's stderr counts the epochs with data.
+    out.update(estimate_json(spec, window.total, window.n, options, epochs=len(window.epochs)))
     out["poisoning"] = await poisoning(store, spec, window.epochs, window.total, window.n)
     if series:
         out["series"] = [

@@ -15,7 +15,13 @@ from typing import Any
 from aggregator.estimate import FrequencyEstimate, estimate
 from ldp_core.metric import MetricSpec
 
-__all__ = ["EstimateOptions", "estimate_json", "metric_facts", "suppression_reason"]
+__all__ = [
+    "EstimateOptions",
+    "estimate_json",
+    "metric_facts",
+    "stderr_basis",
+    "suppression_reason",
+]
 
 
 @dataclass(frozen=True)
@@ -64,10 +70,32 @@ def suppression_reason(spec: MetricSpec, n: int) -> str | None:
     return None
 
 
+def stderr_basis(levels: int, epochs: int) -> str:
+    """How the stderr treats the reports of one device, in words.
+
+    >>> stderr_basis(2, 7)
+    'memoised: correlated reports of one device over 7 epochs with data (bound)'
+    """
+    if levels == 1:
+        return "independent reports"
+    if epochs == 1:
+        return "memoised: one epoch, one report per device"
+    return f"memoised: correlated reports of one device over {epochs} epochs with data (bound)"
+
+
 def estimate_json(
-    spec: MetricSpec, tallies: tuple[int, ...], n: int, options: EstimateOptions
+    spec: MetricSpec,
+    tallies: tuple[int, ...],
+    n: int,
+    options: EstimateOptions,
+    epochs: int = 1,
 ) -> dict[str, Any]:
-    """{"n", "suppressed", "reason", "estimate"}; ``estimate`` is None when suppressed."""
+    """{"n", "suppressed", "reason", "estimate"}; ``estimate`` is None when suppressed.
+
+    ``epochs``: how many epochs with data ``tallies`` sums; a memoised
+    (two-level) metric's stderr grows with it (``aggregator.estimate``), and
+    its estimate says so in ``stderr_basis``.
+    """
     reason = suppression_reason(spec, n)
     out: dict[str, Any] = {"n": n, "suppressed": reason is not None, "reason": reason}
     if reason is not None:
@@ -81,6 +109,7 @@ def estimate_json(
         confidence=options.confidence,
         consistent=options.consistent,
         simultaneous=options.simultaneous,
+        epochs=epochs,
     )
     if isinstance(e, FrequencyEstimate):
         consistent = e.consistent
@@ -105,6 +134,7 @@ def estimate_json(
             "ci_high": _num(e.ci_high),
             "quantity": "mean" if spec.kind == "numeric" else "proportion of true",
         }
+    out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
     out["confidence"] = options.confidence
     out["simultaneous"] = options.simultaneous and m.kind == "frequency"
     return out
