@@ -52,10 +52,10 @@ def supports(m: Mechanism, report: object, u: int) -> int:
     """1 if ``report`` supports value ``u`` (counter 1 for binary and mean)."""
     if m.kind != "frequency":
         return int(report == 1)
-    if m.family == "hashed":
-        seed, bucket = report  # type: ignore[misc]
-        return int(m.bucket(seed, u) == bucket)  # type: ignore[attr-defined]
-    return int(u in m.counters(report))  # type: ignore[arg-type]
+    one_hot = [0] * m.num_counters
+    for c in m.counters(report):  # type: ignore[arg-type]
+        one_hot[c] += 1
+    return int(m.support_counts(one_hot)[u] > 0)
 
 
 def pair_law(pi: Fraction, p2: Fraction, q2: Fraction) -> tuple[float, float, float]:
