@@ -33,7 +33,8 @@ distribution.
 >>> r = m.randomize(3, rng=random.Random(1))
 >>> m.decode(m.encode(r)) == r
 True
->>> 4 < m.max_set_bits() < 16
+>>> limit = OUE(epsilon=1.0, domain_size=64).max_set_bits()   # more bits: implausible
+>>> limit is not None and 17 < limit < 64
 True
 """
 
