@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from redis.asyncio.cluster import RedisCluster
 
@@ -66,7 +66,7 @@ class StoreBase:
         redis_url: str | None = None,
         cluster_nodes: Sequence[tuple[str, int]] | None = None,
         **kwargs: Any,
-    ) -> StoreBase:
+    ) -> Self:
         """A store over a new client (see ``make_client``)."""
         return cls(make_client(redis_url, cluster_nodes), **kwargs)
 

@@ -60,7 +60,7 @@ class ValidReport(NamedTuple):
 
 
 
-def _counteras_text(counters: list[tuple[int, ...]]) -> str:
+def _counter_text(counters: list[tuple[int, ...]]) -> str:
     """ "i,j;k;" for the Lua script; one join when every report has one counter (GRR, OLH)."""
     if all(len(cs) == 1 for cs in counters):
         return ";".join([str(cs[0]) for cs in counters]) + ";"
@@ -116,7 +116,7 @@ class Ingest(StoreBase):
                     expire_at,
                     len(positions),
                     b"".join(records[p] for p in positions),
-                    _counteras_text(counters),
+                    _counter_text(counters),
                     ",".join(f"{c}:{n}" for c, n in merged.items()),
                 ]
             )
