@@ -16,16 +16,17 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-import redis.exceptions
 from fastapi import FastAPI, Request, Response
 from starlette.middleware.cors import CORSMiddleware
 
-from aggregator.auth import KeyRing
+from aggregator.auth import analyst_ring
 from aggregator.openapi_doc import install_openapi
-from aggregator.problems import Problem, install_handlers, problem_response
 from aggregator.routers import dashboard, estimates, health, metrics
-from aggregator.settings import DEV_REDIS_URL, Settings
-from collector.store import Store, make_client
+from aggregator.settings import Settings
+from collector.store import Store
+from ldp_server.problems import install_handlers
+from ldp_server.redis_client import install_store_handlers
+from ldp_server.settings import load_or_exit
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
@@ -62,26 +63,16 @@ class _RedactQuery(logging.Filter):
         return True
 
 
-def _store_for(settings: Settings) -> Store:
-    nodes = settings.cluster_nodes()
-    client = make_client(
-        None if nodes else (settings.redis_url or DEV_REDIS_URL),
-        nodes or None,
-        timeout=settings.redis_timeout_seconds,
-    )
-    return Store(client)
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The ASGI app; settings from the environment unless given."""
-    settings = settings or Settings()
+    settings = settings or load_or_exit(Settings, "aggregator")
     access_log = logging.getLogger("uvicorn.access")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redactor = _RedactQuery()
         access_log.addFilter(redactor)
-        app.state.store = _store_for(settings)
+        app.state.store = Store(settings.redis_client())
         try:
             yield
         finally:
@@ -97,7 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.state.settings = settings
-    app.state.keyring = KeyRing.from_keys(settings.keys())
+    app.state.keyring = analyst_ring(settings.keys())
     origins = settings.cors_origin_list()
     if origins:
         # Read-only API: GET with an analyst key; no cookies cross-origin.
@@ -111,24 +102,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     install_handlers(app)
 
-    async def on_redis_error(_: Request, exc: Exception) -> Response:
+    def on_redis_error(_: Request, exc: Exception) -> None:
         log.warning("redis unavailable: %s", type(exc).__name__)
-        return problem_response(
-            Problem(
-                503,
-                "store_unavailable",
-                "Redis did not answer; retry later",
-                headers={"Retry-After": "5"},
-            )
-        )
 
-    async def on_unexpected(_: Request, exc: Exception) -> Response:
+    def on_unexpected(_: Request, exc: Exception) -> None:
         log.error("unexpected error: %s", type(exc).__name__)
-        return problem_response(Problem(500, "internal", "an unexpected error occurred"))
 
-    for kind in (redis.exceptions.RedisError, ConnectionError, TimeoutError):
-        app.add_exception_handler(kind, on_redis_error)
-    app.add_exception_handler(Exception, on_unexpected)
+    install_store_handlers(app, on_redis_error, on_unexpected)
 
     @app.middleware("http")
     async def security_headers(

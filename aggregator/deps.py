@@ -10,10 +10,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from aggregator.auth import SESSION_COOKIE, KeyRing
-from aggregator.problems import Problem
+from aggregator.auth import SESSION_COOKIE
 from aggregator.settings import Settings
 from collector.store import Store
+from ldp_server.keys import KeyRing
+from ldp_server.problems import Problem
 
 __all__ = [
     "AnalystDep",
@@ -56,14 +57,18 @@ def is_analyst(request: Request, ring: KeyRing) -> bool:
 
 
 def require_analyst(request: Request, ring: KeyRingDep) -> None:
-    """401 problem+json unless the request carries an analyst key."""
-    if not is_analyst(request, ring):
-        raise Problem(
-            401,
-            "unauthorized",
-            "send an analyst key as 'Authorization: Bearer <key>'",
-            headers={"WWW-Authenticate": 'Bearer realm="ldp-aggregator"'},
-        )
+    """401 problem+json unless the request carries an analyst key (or session).
+
+    ``missing_key`` when it carries neither a bearer key nor a session cookie,
+    ``invalid_key`` when what it carries is not an analyst's (the collector's codes).
+    """
+    if is_analyst(request, ring):
+        return
+    challenge = {"WWW-Authenticate": 'Bearer realm="ldp-aggregator"'}
+    if request.headers.get("authorization") is None and SESSION_COOKIE not in request.cookies:
+        raise Problem(401, "missing_key", "send an analyst key as 'Authorization: Bearer <key>'",
+                      headers=challenge)
+    raise Problem(401, "invalid_key", "the key is not an analyst key", headers=challenge)
 
 
 AnalystDep = Annotated[None, Depends(require_analyst)]

@@ -11,8 +11,6 @@ by its own pid (SIGTERM, then SIGKILL).  Nothing here listens beyond loopback.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -23,8 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from collector import processes
-from collector.redis_server import RedisServer, free_port
+from ldp_server.redis_server import RedisServer, free_port
+from ldp_server.service import UvicornService
+from ldp_server.service import start_uvicorn as kit_start_uvicorn
 
 __all__ = [
     "ADMIN_KEY",
@@ -43,31 +42,8 @@ INGEST_KEY = "bench-ingest-key-0123456789abcdef"
 ANALYST_KEY = "bench-analyst-key-0123456789abcdef"
 
 
-@dataclass
-class Service:
-    """A uvicorn subprocess serving one ASGI factory on 127.0.0.1:port."""
-
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def wait_ready(self, path: str, timeout: float) -> None:
-        """Poll ``path`` until it answers 200, else stop and raise with the log."""
-        if processes.wait_http_ok(self.url + path, self.process, timeout):
-            return
-        self.stop()
-        raise RuntimeError(
-            f"{self.url}{path} not ready in {timeout}s: "
-            f"{self.log_path.read_text(errors='replace')}"
-        )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM our pid, then SIGKILL if it lingers."""
-        processes.stop(self.process, timeout)
+#: A uvicorn subprocess serving one ASGI factory on 127.0.0.1:port (the server kit's).
+Service = UvicornService
 
 
 def start_uvicorn(
@@ -88,26 +64,15 @@ def start_uvicorn(
     plain ``uvicorn --workers N`` as shipped.
     """
     port = free_port()
-    log_path = log_dir / f"uvicorn-{port}.log"
-    full_env = {**os.environ, **env}
-    full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p
-    )
-    argv = [
-        sys.executable, "-m", "uvicorn", "--factory", factory,
-        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-        "--no-access-log", "--log-level", "warning",
-    ]
+    argv = None
     if workers > 1 and nodelay:
         argv = [sys.executable, str(REPO_ROOT / "benchmarks" / "uvicorn_tcp.py"), factory,
                 str(port), str(workers)]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT
-        )
-    service = Service(port, process, log_path)
-    service.wait_ready(ready_path, timeout)
-    return service
+    return kit_start_uvicorn(
+        factory, env, log_path=log_dir / f"uvicorn-{port}.log", port=port, workers=workers,
+        argv=argv, ready_path=ready_path, timeout=timeout, cwd=REPO_ROOT,
+        pythonpath=(REPO_ROOT,),
+    )
 
 
 def redis_cpu_seconds(url: str) -> float:

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._table import header, table
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 
 __all__ = ["aggregator_peak", "redis_memory", "section"]
 

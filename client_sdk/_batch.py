@@ -21,21 +21,21 @@ from typing import Any
 
 from client_sdk._store import Claimed
 from client_sdk._transport import Response
+from ldp_core.wire import batch_json
 
 __all__ = ["batch_body", "parse_results", "problem_code"]
 
 
 def batch_body(claimed: Sequence[Claimed]) -> bytes:
-    """The columnar batch (ldp_core.wire format); payloads are already JSON text."""
-    columns = json.dumps({
-        "metric": [c.metric for c in claimed],
-        "version": [c.version for c in claimed],
-        "epoch": [c.epoch for c in claimed],
-        "report_id": [c.report_id for c in claimed],
-        "token": [c.token for c in claimed],
-    }, separators=(",", ":"))
-    payloads = ",".join(c.payload for c in claimed)
-    return f'{columns[:-1]},"payload":[{payloads}]}}'.encode()
+    """The columnar batch, encoded by ``ldp_core.wire``; payloads are already JSON text."""
+    return batch_json(
+        [c.metric for c in claimed],
+        [c.version for c in claimed],
+        [c.epoch for c in claimed],
+        [c.report_id for c in claimed],
+        [c.token for c in claimed],
+        [c.payload for c in claimed],
+    ).encode()
 
 
 def parse_results(body: bytes, expected: int) -> list[tuple[str, str | None]] | None:

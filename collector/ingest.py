@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.plausibility import max_set_bits
-from collector.problems import Problem
 from collector.store import ValidReport
 from ldp_core.errors import ReportError
 from ldp_core.metric import NAME_PATTERN, MetricSpec
-from ldp_core.wire import COLUMNS, MAX_BATCH
+from ldp_core.wire import COLUMNS, check_shape
+from ldp_server.problems import Problem
 
 __all__ = [
     "Columns",
@@ -47,7 +47,6 @@ __all__ = [
     "Verdict",
     "check_report_id",
     "check_token",
-    "decode_shape",
     "inflate",
     "metric_keys",
     "parse_columns",
@@ -154,38 +153,13 @@ class Columns:
 
 
 def parse_columns(body: object) -> Columns:
-    """The columns of a batch, or Problem 400 batch_shape / batch_size.
-
-    The same checks as ``ldp_core.wire.decode_batch``, without building one
-    object per report.
-    """
+    """The columns of a batch (shape checked by ``ldp_core.wire.check_shape``), or
+    Problem 400 batch_shape / batch_size."""
     try:
-        decode_shape(body)
+        columns = check_shape(body)
     except ReportError as exc:
         raise Problem(400, exc.code, str(exc)) from None
-    assert isinstance(body, dict)
-    return Columns(*(body[c] for c in COLUMNS))
-
-
-def decode_shape(body: object) -> None:
-    """ReportError(batch_shape | batch_size) unless ``body`` is a well-shaped batch."""
-    if not isinstance(body, dict):
-        raise ReportError("batch_shape", "batch must be a JSON object of columns")
-    if set(body) != set(COLUMNS):
-        missing = [c for c in COLUMNS if c not in body]
-        extra = [c for c in body if c not in COLUMNS]
-        raise ReportError(
-            "batch_shape",
-            f"batch columns must be {', '.join(COLUMNS)}; missing {missing}, unknown {extra}",
-        )
-    if not all(type(body[c]) is list for c in COLUMNS):
-        raise ReportError("batch_shape", "every column must be a JSON array")
-    lengths = {len(body[c]) for c in COLUMNS}
-    if len(lengths) != 1:
-        raise ReportError("batch_shape", f"columns differ in length: {sorted(lengths)}")
-    (size,) = lengths
-    if not 0 < size <= MAX_BATCH:
-        raise ReportError("batch_size", f"a batch holds 1 to {MAX_BATCH} reports, got {size}")
+    return Columns(*(columns[c] for c in COLUMNS))
 
 
 @dataclass(frozen=True)

@@ -9,93 +9,21 @@ stopped by its own pid in reverse order: aggregator, collector, then Redis
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collector import processes
-from collector.redis_server import RedisServer, free_port
 from ldp_cli.keys import Keys
+from ldp_server.redis_server import RedisServer, free_port
+from ldp_server.service import ServiceError, UvicornService, spawn_uvicorn
 
 __all__ = ["Service", "Stack", "StackError"]
 
 
-def _die_with_parent() -> None:
-    """In the child (Linux): SIGTERM when the ``ldp`` process dies, even by SIGKILL.
+#: A service did not start; the message holds the end of its log.
+StackError = ServiceError
 
-    So a killed ``ldp up`` never leaves orphan services behind.  A no-op where
-    prctl is unavailable.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
-
-
-class StackError(RuntimeError):
-    """A service did not start; the message holds the end of its log."""
-
-
-def _start_redis(folder: Path, timeout: float = 10.0) -> RedisServer:
-    """``RedisServer.start``, but in its own session and bound to our life.
-
-    Its own session: a terminal's Ctrl-C reaches only ``ldp``, which then stops
-    the services in order (Redis last).  PDEATHSIG: a killed ``ldp`` leaves no
-    Redis behind.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    process = subprocess.Popen(
-        RedisServer.argv(port, folder, "everysec", ()),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,  # the CLI has no other thread yet
-    )
-    server = RedisServer(port, folder, "everysec", process)
-    try:
-        server.wait_ready(timeout)
-    except BaseException:
-        server.kill()
-        raise
-    return server
-
-
-@dataclass
-class Service:
-    """One uvicorn subprocess."""
-
-    name: str
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float) -> None:
-        if processes.wait_http_ok(self.url + "/healthz", self.process, timeout):
-            return
-        if not self.alive():
-            raise StackError(f"{self.name} exited with {self.process.returncode}:\n{self.tail()}")
-        raise StackError(f"{self.name} not ready on {self.url} in {timeout:g}s:\n{self.tail()}")
-
-    def stop(self, timeout: float = 10.0) -> None:
-        processes.stop(self.process, timeout)
+#: One uvicorn subprocess (the server kit's wrapper): name, url, process, tail().
+Service = UvicornService
 
 
 @dataclass
@@ -127,7 +55,7 @@ class Stack:
         """
         redis = None
         if not redis_url and not cluster_nodes:
-            redis = _start_redis(data_dir / "redis")
+            redis = RedisServer.start(data_dir / "redis", bound=True)
             redis_url = redis.url
         stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
         try:
@@ -146,44 +74,18 @@ class Stack:
             for name, port in (("collector", collector_port), ("aggregator", aggregator_port)):
                 stack.services.append(stack._spawn(name, host, port or free_port(), env))
             for service in stack.services:
-                service.wait_ready(timeout)
+                service.wait_ready(timeout=timeout)
         except BaseException:
             stack.stop()
             raise
         return stack
 
     def _spawn(self, name: str, host: str, port: int, env: dict[str, str]) -> Service:
-        logs = self.data_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        log_path = logs / f"{name}.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            f"{name}.app:create_app",
-            "--host",
-            host,
-            "--port",
-            str(port),
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ]
-        full_env = {**os.environ, **env}
-        full_env.setdefault("LDP_ENV", "dev")
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen(
-                argv,
-                env=full_env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,  # the CLI has no other thread yet
-            )
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104
-        return Service(name, f"http://{shown}:{port}", process, log_path)
+        return spawn_uvicorn(
+            f"{name}.app:create_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
+            log_path=self.data_dir / "logs" / f"{name}.log", name=name, host=host, port=port,
+            bound=True,  # the CLI has no other thread yet
+        )
 
     def url(self, name: str) -> str:
         return next(s.url for s in self.services if s.name == name)

@@ -73,7 +73,24 @@ class MetricSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MetricSpec:
-        """Validate a JSON spec; ``SpecError`` names every bad field at once."""
+        """Validate a JSON spec; ``SpecError`` names every bad field at once.
+
+        The one validation of a spec: whatever JSON value comes in, the only
+        error is SpecError (the collector answers it 422 invalid_spec).
+        """
+        if not isinstance(data, dict):
+            raise SpecError({"": "the spec must be a JSON object"})
+        try:
+            return cls._from_json(data)
+        except SpecError:
+            raise
+        except ArithmeticError:  # e.g. epsilon = 1e308: exp() overflows building the mechanism
+            raise SpecError({"epsilon": "too large: the mechanism's parameters overflow"}) from None
+        except (TypeError, ValueError) as exc:  # a shape the checks below did not foresee
+            raise SpecError({"": str(exc)}) from None
+
+    @classmethod
+    def _from_json(cls, data: dict[str, Any]) -> MetricSpec:
         errors: dict[str, str] = {}
         known = {
             "name",

@@ -13,27 +13,45 @@ Columns parse faster than a list of objects and validate in bulk.  The token
 is HMAC(device secret, "metric|version|epoch"): one report per device, metric
 and epoch, and tokens of different epochs or metrics cannot be linked.
 
+This module is the only definition of the batch: the SDK encodes with
+``batch_json`` (its payloads are stored as JSON text already), tests and tools
+with ``encode_batch``, and the collector checks the shape with ``check_shape``
+(then validates each report against its metric without building Envelopes).
+
 >>> env = Envelope("m", 1, 5, "00" * 16, "11" * 32, 1)
 >>> decode_batch(encode_batch([env])) == [env]
 True
+>>> text = batch_json(["m"], [1], [5], ["00" * 16], ["11" * 32], ["[3,1]"])
+>>> check_shape(json.loads(text))["payload"]
+[[3, 1]]
+>>> try:
+...     check_shape({"metric": []})
+... except ReportError as exc:
+...     print(exc.code)
+batch_shape
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ldp_core.base import Payload
+from ldp_core import Payload
 from ldp_core.errors import ReportError
 
 __all__ = [
     "COLUMNS",
     "MAX_BATCH",
+    "REPORT_ID",
+    "TOKEN",
     "Envelope",
+    "batch_json",
+    "check_shape",
     "decode_batch",
     "device_token",
     "encode_batch",
@@ -65,38 +83,55 @@ def device_token(secret: bytes, metric: str, version: int, epoch: int) -> str:
 
 def encode_batch(envelopes: Sequence[Envelope]) -> dict[str, list[Any]]:
     """The columnar JSON object for a batch."""
-    return {
-        "metric": [e.metric for e in envelopes],
-        "version": [e.version for e in envelopes],
-        "epoch": [e.epoch for e in envelopes],
-        "report_id": [e.report_id for e in envelopes],
-        "token": [e.token for e in envelopes],
-        "payload": [e.payload for e in envelopes],
-    }
+    return {column: [getattr(e, column) for e in envelopes] for column in COLUMNS}
 
 
-def decode_batch(body: object) -> list[Envelope]:
-    """Envelopes from a columnar batch; ``ReportError`` for a malformed batch.
+def batch_json(
+    metric: Sequence[str],
+    version: Sequence[int],
+    epoch: Sequence[int],
+    report_id: Sequence[str],
+    token: Sequence[str],
+    payload_json: Sequence[str],
+) -> str:
+    """The batch as compact JSON text, its payloads given as JSON text already.
 
-    Only the shape of the batch is checked here; each payload is checked by its
-    metric's mechanism (``Mechanism.decode``).
+    The columns are those of ``COLUMNS``, in order; a device keeps each
+    randomised payload encoded, so the payload column is joined, not re-encoded.
+    """
+    head = json.dumps(dict(zip(COLUMNS[:-1], (metric, version, epoch, report_id, token),
+                               strict=True)), separators=(",", ":"))
+    return f'{head[:-1]},"{COLUMNS[-1]}":[{",".join(payload_json)}]}}'
+
+
+def check_shape(body: object) -> dict[str, list[Any]]:
+    """The columns of a well-shaped batch, else ``ReportError`` batch_shape | batch_size.
+
+    Only the shape is checked (a JSON object of ``COLUMNS``, arrays of one
+    length in 1..``MAX_BATCH``); each value is checked by the collector against
+    its metric, each payload by the metric's mechanism (``Mechanism.decode``).
     """
     if not isinstance(body, dict):
         raise ReportError("batch_shape", "batch must be a JSON object of columns")
-    missing = [c for c in COLUMNS if c not in body]
-    extra = [c for c in body if c not in COLUMNS]
-    if missing or extra:
+    if len(body) != len(COLUMNS) or any(c not in body for c in COLUMNS):
+        missing = [c for c in COLUMNS if c not in body]
+        extra = [c for c in body if c not in COLUMNS]
         raise ReportError(
             "batch_shape",
             f"batch columns must be {', '.join(COLUMNS)}; missing {missing}, unknown {extra}",
         )
-    columns = [body[c] for c in COLUMNS]
-    if not all(isinstance(col, list) for col in columns):
+    if not all(type(body[c]) is list for c in COLUMNS):
         raise ReportError("batch_shape", "every column must be a JSON array")
-    lengths = {len(col) for col in columns}
+    lengths = {len(body[c]) for c in COLUMNS}
     if len(lengths) != 1:
         raise ReportError("batch_shape", f"columns differ in length: {sorted(lengths)}")
     (size,) = lengths
     if not 0 < size <= MAX_BATCH:
         raise ReportError("batch_size", f"a batch holds 1 to {MAX_BATCH} reports, got {size}")
-    return [Envelope(*row) for row in zip(*columns, strict=True)]
+    return body
+
+
+def decode_batch(body: object) -> list[Envelope]:
+    """Envelopes from a columnar batch; ``ReportError`` for a malformed batch (``check_shape``)."""
+    columns = check_shape(body)
+    return [Envelope(*row) for row in zip(*(columns[c] for c in COLUMNS), strict=True)]

@@ -4,7 +4,7 @@
 #   loadtest/run.sh                                  # 30 s, 20 users, one locust process per core
 #   RUN_TIME=10s USERS=4 loadtest/run.sh
 #
-# It starts what it needs -- a real Redis (collector.redis_server, via loadtest/support.py),
+# It starts what it needs -- a real Redis (ldp_server.redis_server, via loadtest/support.py),
 # the collector (uvicorn, free loopback port), the aggregator if its app imports -- registers
 # the load-test metrics, runs locust headless (master + one worker per core) for RUN_TIME,
 # writes locust's CSV files and summary.md into OUT_DIR, and checks that the collector's
@@ -59,7 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { "$PY" -c 'from collector.redis_server import free_port; print(free_port())'; }
+free_port() { "$PY" -c 'from ldp_server.redis_server import free_port; print(free_port())'; }
 
 cd "$ROOT"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"

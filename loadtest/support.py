@@ -41,8 +41,8 @@ def _loopback(url: str) -> str:
 
 
 def hold_redis(data_dir: str, port: int) -> int:
-    """Start collector.redis_server.RedisServer and keep it until SIGTERM or SIGINT."""
-    from collector.redis_server import RedisServer
+    """Start ldp_server.redis_server.RedisServer and keep it until SIGTERM or SIGINT."""
+    from ldp_server.redis_server import RedisServer
 
     server = RedisServer.start(data_dir, port=port)
     print(f"redis ready on {server.url} (pid {server.pid})", flush=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from tests.support.servers import RedisClusterProcesses, ServiceProcess, start_collector
 
 

@@ -22,9 +22,9 @@ import pytest
 import redis
 
 from aggregator.estimate import estimate
-from collector.redis_server import RedisServer
 from ldp_core.metric import MetricSpec
 from ldp_core.simulate import tallies
+from ldp_server.redis_server import RedisServer
 from tests.support.servers import ANALYST_KEY, ServiceProcess, auth, start_uvicorn
 from tests.support.tallies import register, write_tallies
 
@@ -236,8 +236,8 @@ def test_compare_decides_when_clear_and_abstains_near_a_tie(world: dict[str, Any
         ("/v1/estimates/nope", {}, 404, "unknown_metric"),
         ("/v1/estimates/%7Bspec%7D", {}, 404, "unknown_metric"),
         ("/v1/estimates/browser", {"start": E0 + 2, "end": E0 + 1}, 422, "bad_window"),
-        ("/v1/estimates/browser", {"confidence": 1.5}, 422, "invalid_query"),
-        ("/v1/estimates/browser", {"series": "week"}, 422, "invalid_query"),
+        ("/v1/estimates/browser", {"confidence": 1.5}, 422, "invalid_request"),
+        ("/v1/estimates/browser", {"series": "week"}, 422, "invalid_request"),
         ("/v1/estimates/browser", {"version": 9}, 404, "unknown_metric"),
         (
             "/v1/estimates/browser/compare",
@@ -258,15 +258,16 @@ def test_errors_are_problem_json(
     assert r.headers["content-type"] == "application/problem+json"
     body = r.json()
     assert body["code"] == code and body["status"] == status
-    assert body["type"] == f"urn:ldp:problem:{code}" and body["detail"]
+    assert body["type"] == f"https://ldp-telemetry.dev/problems/{code}" and body["detail"]
 
 
 def test_analyst_key_is_required(world: dict[str, Any]) -> None:
-    for key in (None, "not-a-key-0123456789abcdef"):
+    # The collector's codes: no key is missing_key, a key that is not an analyst's invalid_key.
+    for key, code in ((None, "missing_key"), ("not-a-key-0123456789abcdef", "invalid_key")):
         for path in ("/v1/estimates/browser", "/v1/metrics", "/v1/estimates/browser/compare"):
             r = get(world, path, key=key)
             assert r.status_code == 401, (path, r.text)
-            assert r.json()["code"] == "unauthorized"
+            assert r.json()["code"] == code
             assert r.headers["www-authenticate"].startswith("Bearer")
 
 
@@ -308,7 +309,7 @@ def test_redis_down_is_503_with_retry_after(fresh_redis: RedisServer, tmp_path: 
         fresh_redis.stop()
         r = httpx.get(service.url + "/v1/estimates/flag", headers=auth(ANALYST_KEY), timeout=20)
         assert r.status_code == 503, r.text
-        assert r.json()["code"] == "store_unavailable" and r.headers["retry-after"] == "5"
+        assert r.json()["code"] == "store_unavailable" and r.headers["retry-after"] == "1"
         assert httpx.get(service.url + "/readyz").status_code == 503
         assert httpx.get(service.url + "/healthz").status_code == 200
     finally:

@@ -17,9 +17,9 @@ import numpy as np
 import redis
 
 from aggregator.service import poisoning
-from collector.redis_server import RedisServer
 from collector.store import Store, ValidReport
 from ldp_core.simulate import tallies
+from ldp_server.redis_server import RedisServer
 from tests.support.tallies import register, write_tallies
 
 #: Today's epoch: the refused-report set expires with the epoch's retention window.

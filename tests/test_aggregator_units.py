@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from aggregator.app import _RedactQuery
-from aggregator.auth import KeyRing
+from aggregator.auth import analyst_ring
 from aggregator.charts import Bar, Point, bar_chart, series_chart
 from aggregator.decide import decide
 from aggregator.settings import Settings
@@ -61,13 +61,13 @@ def test_window_selection_and_suppression() -> None:
 
 
 def test_keyring_and_sessions() -> None:
-    ring = KeyRing.from_keys((GOOD_KEY,))
+    ring = analyst_ring((GOOD_KEY,))
     assert ring.check_bearer(f"Bearer {GOOD_KEY}") and ring.check_bearer(f"bearer  {GOOD_KEY}")
     assert not ring.check_bearer(GOOD_KEY) and not ring.check_bearer("Bearer ")
     session = ring.session_for(GOOD_KEY)
     assert GOOD_KEY not in session and ring.check_session(session)
     assert not ring.check_session(session[:-1] + "0") and not ring.check_session(None)
-    assert not KeyRing.from_keys(()).check_key("")
+    assert not analyst_ring(()).check_key("")
 
 
 def test_access_log_loses_query_and_address() -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from client_sdk import Fleet
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from tests.support.servers import REPO_ROOT
 
 DEVICES = 1500

@@ -9,8 +9,8 @@ import httpx
 import orjson
 import pytest
 
-from collector.redis_server import RedisServer
 from ldp_core.wire import encode_batch
+from ldp_server.redis_server import RedisServer
 from tests.support.reports import SPECS, envelope, today
 from tests.support.servers import (
     ADMIN_KEY,

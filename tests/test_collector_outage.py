@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from collector.app import create_app
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from collector.store import Store
 from ldp_core.wire import encode_batch
+from ldp_server.redis_server import RedisServer
 from tests.support.asgi import asgi_client
 from tests.support.reports import SPECS, envelope, today
 from tests.support.servers import ADMIN_KEY, INGEST_KEY, auth
@@ -40,7 +40,7 @@ async def test_redis_down_gives_503_then_recovers(fresh_redis: RedisServer) -> N
         during = [envelope("browser", 1, epoch, 2) for _ in range(5)]
         r = await client.post("/v1/reports", json=encode_batch(during), headers=auth(INGEST_KEY))
         assert r.status_code == 503, r.text
-        assert r.json()["code"] == "redis_unavailable"
+        assert r.json()["code"] == "store_unavailable"
         assert r.headers["Retry-After"] == "1"
         r = await client.get("/readyz")
         assert r.status_code == 503 and r.json() == {"ready": False}

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from collector.auth import KeyRing, RateLimiter, bearer_key
 from collector.ingest import EpochWindow, inflate
-from collector.problems import Problem
 from collector.settings import Settings
 from collector.telemetry import Telemetry
 from ldp_core.metric import MetricSpec
+from ldp_server.keys import KeyRing, RateLimiter, bearer_key
+from ldp_server.problems import Problem
+from ldp_server.redis_server import free_port
+from ldp_server.service import uvicorn_argv
+from ldp_server.settings import SettingsError, load
 from tests.support.reports import SPECS
+from tests.support.servers import REPO_ROOT
 
 LONG = "k" * 24
+SECRET = "5e" * 32
 
 
 def test_dev_settings_and_secrets_stay_out_of_repr() -> None:
@@ -52,14 +59,49 @@ def test_prod_refuses_unsafe_settings(env: dict[str, str], problem: str) -> None
 
 
 def test_prod_accepts_safe_settings_and_rejects_bad_secrets() -> None:
-    ok = Settings(env="prod", admin_keys=LONG, ingest_keys=LONG + "i", redis_url="redis://x")
-    assert ok.env == "prod"
+    ok = Settings(env="prod", admin_keys=LONG, ingest_keys=LONG + "i", redis_url="redis://x",
+                  server_secret=SECRET)  # type: ignore[arg-type]
+    assert ok.env == "prod" and ok.secret_bytes() == bytes.fromhex(SECRET)
     with pytest.raises(ValidationError, match="hex"):
         Settings(server_secret="not hex")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="16 bytes"):
         Settings(server_secret="00ff")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="not both"):
         Settings(redis_url="redis://x", redis_cluster_nodes="h:1")
+
+
+def test_prod_requires_the_server_secret_and_never_echoes_a_key() -> None:
+    """Without LDP_SERVER_SECRET the digest key would live in Redis beside the digests."""
+    keys = {"admin_keys": "admin-" + LONG, "ingest_keys": "ingest-" + LONG}
+    with pytest.raises(SettingsError) as info:
+        load(Settings, env="prod", redis_url="redis://x", **keys)
+    message = str(info.value)
+    assert "LDP_SERVER_SECRET" in message and "\n" not in message
+    assert all(key not in message for key in keys.values())
+    # A bad secret is refused without echoing it, in any mode.
+    with pytest.raises(SettingsError) as info:
+        load(Settings, server_secret="zz" + SECRET)
+    assert "LDP_SERVER_SECRET must be hex" in str(info.value) and SECRET not in str(info.value)
+    # In dev the secret may be absent (created once in Redis).
+    assert load(Settings, **keys).secret_bytes() is None
+
+
+def test_collector_process_refuses_prod_without_secret_in_one_line(tmp_path: Path) -> None:
+    """``uvicorn --factory collector.app:create_app`` exits 1 with one line naming the
+    variable; no key appears on stderr, and no port is ever opened."""
+    keys = {"LDP_ADMIN_KEYS": "admin-" + LONG, "LDP_INGEST_KEYS": "ingest-" + LONG}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "LDP_ENV": "prod",
+           "LDP_REDIS_URL": "redis://127.0.0.1:1/0", **keys}
+    port = free_port()
+    out = subprocess.run(
+        uvicorn_argv("collector.app:create_app", "127.0.0.1", port), env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "LDP_SERVER_SECRET" in lines[0], out.stderr
+    assert lines[0].startswith("collector: Settings refused: LDP_ENV=prod")
+    assert all(key not in out.stderr + out.stdout for key in keys.values())
 
 
 def test_key_ring_roles() -> None:

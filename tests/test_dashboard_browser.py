@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import redis
 
-from collector.redis_server import RedisServer
 from ldp_core.simulate import tallies
+from ldp_server.redis_server import RedisServer
 from tests.support.servers import ANALYST_KEY, REPO_ROOT, auth, start_uvicorn
 from tests.support.tallies import register, write_tallies
 

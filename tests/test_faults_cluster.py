@@ -110,7 +110,7 @@ async def _scenario(cluster: RedisClusterProcesses) -> None:
             r = await client.post("/v1/reports", json=batch, headers=auth(INGEST_KEY))
             assert r.status_code in (200, 503), r.text
             if r.status_code == 503:
-                assert r.json()["code"] == "redis_unavailable" and r.headers["Retry-After"]
+                assert r.json()["code"] == "store_unavailable" and r.headers["Retry-After"]
                 failed.append(i)
         figures["batches_503_while_down"] = len(failed)
         # Every batch of 1000 has reports on the lost shards: all of them fail ...
@@ -214,12 +214,12 @@ async def test_a_redis_client_failure_inside_redis_py_is_classified_as_storage_d
     exception type raised by our own code stays an internal error."""
     from redis.asyncio.connection import Connection
 
-    from collector.app import _raised_in_redis_client
+    from ldp_server.redis_client import raised_in_redis_client
 
     conn = Connection(host="127.0.0.1", port=1)
     with pytest.raises(AttributeError) as inside:
         await conn._send_packed_command([b"PING\r\n"])  # never connected: no writer
-    assert _raised_in_redis_client(inside.value)
+    assert raised_in_redis_client(inside.value)
     with pytest.raises(AttributeError) as ours:
         _ = None.writelines  # type: ignore[attr-defined]
-    assert not _raised_in_redis_client(ours.value)
+    assert not raised_in_redis_client(ours.value)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from tests.support.faults_load import BATCH, load_ledger, make_batches
 from tests.support.faults_run import (
     account,

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from tests.support.faults_run import (
     account_ids,
     register_browser,

@@ -27,9 +27,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from aggregator.app import create_app
 from aggregator.settings import Settings
-from collector.redis_server import RedisServer
 from collector.store import Store, ValidReport
 from ldp_core.metric import MetricSpec
+from ldp_server.redis_server import RedisServer
 from tests.support.reports import SPECS, envelope, today
 from tests.support.schema_cases import (
     CaseCounts,
@@ -41,9 +41,9 @@ from tests.support.schema_cases import (
 from tests.support.servers import ANALYST_KEY
 
 CASES = 1000
-#: What a schema-valid query can still be refused for (aggregator.problems.CODES).
+#: What a schema-valid query can still be refused for (ldp_server.problems.CODES).
 SEMANTIC_422 = {"bad_window", "window_too_large", "unknown_category", "bad_compare",
-                "invalid_query"}
+                "invalid_request"}
 COUNTS = CaseCounts()
 
 

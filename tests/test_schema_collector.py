@@ -27,10 +27,10 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from collector.app import create_app
-from collector.redis_server import RedisServer
 from collector.settings import Settings
 from collector.store import Store
 from ldp_core.metric import MetricSpec
+from ldp_server.redis_server import RedisServer
 from tests.support.reports import NOW, SPECS
 from tests.support.schema_cases import (
     CaseCounts,

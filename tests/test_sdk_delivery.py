@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from client_sdk import Client, DeliveryConfig, Fleet, Response, UrllibTransport
-from collector.redis_server import free_port
 from ldp_core.wire import decode_batch
+from ldp_server.redis_server import free_port
 from tests.support.sdk_fixtures import CaptureTransport, many_metrics, specs, spool_rows
 from tests.support.sdk_http import Reply, ScriptedCollector, problem
 

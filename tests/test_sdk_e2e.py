@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from client_sdk import Client, DeliveryConfig, Fleet, UrllibTransport
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from tests.support.sdk_fixtures import many_metrics, specs, spool_rows
 from tests.support.servers import (
     ADMIN_KEY,

@@ -23,12 +23,12 @@ from pydantic import SecretStr
 
 from aggregator.app import SECURITY_HEADERS
 from aggregator.app import create_app as create_aggregator
-from aggregator.auth import KeyRing as AggregatorKeyRing
+from aggregator.auth import analyst_ring
 from aggregator.settings import Settings as AggregatorSettings
 from collector.app import create_app as create_collector
-from collector.auth import KeyRing
 from collector.settings import Role, Settings
 from ldp_core.wire import encode_batch
+from ldp_server.keys import KeyRing
 from tests.support.asgi import asgi_client
 from tests.support.reports import NOW, SPECS, envelope, today
 from tests.support.servers import ADMIN_KEY, ANALYST_KEY, INGEST_KEY
@@ -208,7 +208,7 @@ def test_keys_are_held_as_digests_and_compared_in_constant_time(
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr("collector.auth.hmac.compare_digest", spy)
+    monkeypatch.setattr("ldp_server.keys.hmac.compare_digest", spy)
     for presented, role in [(INGEST_KEY, "ingest"), (ADMIN_KEY, "admin"), (WRONG_KEY, None),
                             ("", None), ("x", None)]:
         compared.clear()
@@ -217,10 +217,9 @@ def test_keys_are_held_as_digests_and_compared_in_constant_time(
         assert len(compared) == len(ring.entries)
         assert all(len(a) == len(b) == 32 for a, b in compared)
     # The aggregator's ring: digests only, every one compared, for bearer keys and cookies.
-    ring2 = AggregatorKeyRing.from_keys((ANALYST_KEY, "analyst-key-2-0123456789abcdef"))
-    assert all(len(d) == 32 for d in ring2.digests)
-    assert ANALYST_KEY.encode() not in b"".join(ring2.digests)
-    monkeypatch.setattr("aggregator.auth.hmac.compare_digest", spy)
+    ring2 = analyst_ring((ANALYST_KEY, "analyst-key-2-0123456789abcdef"))
+    assert all(len(d) == 32 and role == "analyst" for d, role in ring2.entries)
+    assert ANALYST_KEY.encode() not in b"".join(d for d, _ in ring2.entries)
     for presented, ok in [(ANALYST_KEY, True), (WRONG_KEY, False), (INGEST_KEY, False)]:
         compared.clear()
         assert ring2.check_key(presented) is ok

@@ -29,8 +29,8 @@ import orjson
 import redis
 
 from client_sdk import DeliveryConfig, Fleet
-from collector.redis_server import RedisServer
 from ldp_core.wire import encode_batch
+from ldp_server.redis_server import RedisServer
 from tests.support.faults_run import account_ids
 from tests.support.faults_sdk_child import LoggingTransport
 from tests.support.reports import SPECS, envelope, today

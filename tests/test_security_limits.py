@@ -27,8 +27,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from collector.redis_server import RedisServer
 from ldp_core.wire import encode_batch
+from ldp_server.redis_server import RedisServer
 from tests.support.reports import SPECS, envelope, today
 from tests.support.servers import (
     ADMIN_KEY,

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from aggregator.deps import StoreDep
-from aggregator.problems import Problem
+from ldp_server.problems import store_unavailable
 
 __all__ = ["router"]
 
@@ -28,7 +28,5 @@ async def readyz(store: StoreDep) -> dict[str, Any]:
     except Exception:  # any failure means not ready
         ok = False
     if not ok:
-        raise Problem(
-            503, "store_unavailable", "Redis does not answer", headers={"Retry-After": "5"}
-        )
+        raise store_unavailable("Redis does not answer")
     return {"status": "ready"}

@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 
-from collector import processes
 from collector.store import Store
+from ldp_server import processes
 from tests.support.faults_load import Ledger, load_ledger
 from tests.support.reports import SPECS
 from tests.support.servers import ADMIN_KEY, REPO_ROOT, auth

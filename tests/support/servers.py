@@ -25,17 +25,14 @@ A Redis Cluster of three masters (no replicas), built with redis-py alone:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
-from collector import processes
-from collector.redis_server import RedisServer, free_port
+from ldp_server.redis_server import RedisServer, free_port
+from ldp_server.service import UvicornService
+from ldp_server.service import start_uvicorn as kit_start_uvicorn
 
 __all__ = [
     "ADMIN_KEY",
@@ -64,59 +61,9 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-@dataclass
-class ServiceProcess:
-    """A uvicorn subprocess serving one ASGI factory on 127.0.0.1:port."""
-
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self) -> str:
-        """What the process wrote to stdout and stderr so far."""
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def wait_ready(self, path: str = "/healthz", timeout: float = 30.0) -> None:
-        """Poll ``path`` until it answers 200; raise with the log if it never does."""
-        if processes.wait_http_ok(self.url + path, self.process, timeout):
-            return
-        if not self.alive():
-            raise RuntimeError(f"uvicorn exited with {self.process.returncode}:\n{self.log()}")
-        self.stop()
-        raise RuntimeError(f"uvicorn not ready on {self.url}{path} in {timeout}s:\n{self.log()}")
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM (graceful shutdown), then SIGKILL if it lingers."""
-        processes.stop(self.process, timeout)
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, for fault tests."""
-        processes.kill(self.process)
-
-    def __enter__(self) -> ServiceProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+#: A uvicorn subprocess (the server kit's one wrapper): url, port, pid, alive(), log(),
+#: wait_ready(), stop(), kill(), and a context manager that stops it.
+ServiceProcess = UvicornService
 
 
 def start_uvicorn(
@@ -131,24 +78,11 @@ def start_uvicorn(
 ) -> ServiceProcess:
     """Run ``uvicorn --factory <factory>`` with ``env`` added to ours; wait for ``ready_path``."""
     chosen = port or free_port()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"uvicorn-{chosen}.log"
-    full_env = {**os.environ, **env}
-    full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p
+    return kit_start_uvicorn(
+        factory, env, log_path=log_dir / f"uvicorn-{chosen}.log", port=chosen,
+        ready_path=ready_path, timeout=timeout, workers=workers, cwd=REPO_ROOT,
+        pythonpath=(REPO_ROOT,),
     )
-    argv = [
-        sys.executable, "-m", "uvicorn", "--factory", factory,
-        "--host", "127.0.0.1", "--port", str(chosen),
-        "--no-access-log", "--log-level", "warning", "--workers", str(workers),
-    ]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT
-        )
-    service = ServiceProcess(chosen, process, log_path)
-    service.wait_ready(ready_path, timeout)
-    return service
 
 
 def collector_env(

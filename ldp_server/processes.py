@@ -1,6 +1,6 @@
 """Child processes we own: stop them by their pid, and wait for them to answer.
 
-Used by the embedded Redis (``collector.redis_server``), ``ldp up``, the test
+Used by the embedded Redis (``ldp_server.redis_server``), ``ldp up``, the test
 fixtures and the benchmarks, so every process we start is stopped the same way.
 
 >>> import subprocess, sys
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["answers_ok", "kill", "stop", "wait_http_ok"]
+__all__ = ["answers_ok", "die_with_parent", "kill", "stop", "wait_http_ok"]
 
 
 def stop(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
@@ -58,3 +59,20 @@ def wait_http_ok(url: str, process: subprocess.Popen[Any], timeout: float) -> bo
             return True
         time.sleep(0.05)
     return False
+
+
+def die_with_parent() -> None:
+    """In a child (Linux, as ``preexec_fn``): SIGTERM when our process dies, even by SIGKILL.
+
+    So a killed ``ldp up`` never leaves orphan services behind.  A no-op where
+    prctl is unavailable.  Only for a parent with no other thread yet.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass

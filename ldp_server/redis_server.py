@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector import processes
+from ldp_server import processes
 
 __all__ = ["RedisServer", "find_redis_server", "free_port"]
 
@@ -87,6 +87,7 @@ class RedisServer:
     appendfsync: str
     process: subprocess.Popen[bytes]
     extra: tuple[str, ...] = ()
+    bound: bool = False
 
     @classmethod
     def start(
@@ -96,18 +97,39 @@ class RedisServer:
         appendfsync: str = "everysec",
         extra: tuple[str, ...] = (),
         timeout: float = 10.0,
+        *,
+        bound: bool = False,
     ) -> RedisServer:
+        """Start and wait until it answers PING.
+
+        ``bound``: in its own session (a terminal's Ctrl-C reaches only us, and
+        we stop Redis last) and killed with us (``processes.die_with_parent``),
+        as ``ldp up`` runs it.
+        """
         folder = Path(data_dir)
         folder.mkdir(parents=True, exist_ok=True)
         chosen = port or free_port()
-        process = subprocess.Popen(
-            cls.argv(chosen, folder, appendfsync, extra),
+        server = cls(chosen, folder, appendfsync, cls._spawn(chosen, folder, appendfsync,
+                                                              extra, bound), extra, bound)
+        try:
+            server.wait_ready(timeout)
+        except BaseException:
+            server.kill()
+            raise
+        return server
+
+    @classmethod
+    def _spawn(
+        cls, port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], bound: bool
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            cls.argv(port, folder, appendfsync, extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            start_new_session=bound,
+            preexec_fn=processes.die_with_parent if bound else None,
         )
-        server = cls(chosen, folder, appendfsync, process, extra)
-        server.wait_ready(timeout)
-        return server
 
     @staticmethod
     def argv(port: int, folder: Path, appendfsync: str, extra: tuple[str, ...]) -> list[str]:
@@ -178,9 +200,6 @@ class RedisServer:
     def restart(self, timeout: float = 10.0) -> None:
         """Start again on the same port and folder (replays the append-only file)."""
         self.stop()
-        self.process = subprocess.Popen(
-            self.argv(self.port, self.data_dir, self.appendfsync, self.extra),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self.process = self._spawn(self.port, self.data_dir, self.appendfsync, self.extra,
+                                   self.bound)
         self.wait_ready(timeout)

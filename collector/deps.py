@@ -1,0 +1,135 @@
+"""Typed dependencies of the collector's routes: settings, store, runtime, role checks.
+
+The Redis client and the store are owned by the app's lifespan and kept on
+``app.state``; routes receive them through these dependencies.  Every
+dependency is ``async`` (FastAPI would run a plain function in a thread).
+
+A role check reads the bearer key, finds its role in the key ring and takes
+one token of the key's rate limit, in this order (the first failure answers):
+
+    401 missing_key   no ``Authorization: Bearer <key>``
+    401 invalid_key   not one of the collector's keys
+    403 wrong_role    a key of another role
+    429 rate_limited  the key's bucket is empty (Retry-After)
+
+>>> IngestKey, AdminKey, ReaderKey    # doctest: +ELLIPSIS
+(typing.Annotated[NoneType, Depends(...)], ...)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from collector.logs import log_event
+from collector.settings import Settings
+from collector.store import Store
+from collector.telemetry import Telemetry
+from ldp_server.keys import KeyRing, RateLimiter, bearer_key, key_digest
+from ldp_server.problems import Problem
+from ldp_server.settings import Role
+
+__all__ = [
+    "AdminKey",
+    "IngestKey",
+    "ReaderKey",
+    "RedisHealth",
+    "Runtime",
+    "RuntimeDep",
+    "SettingsDep",
+    "StoreDep",
+    "get_runtime",
+    "get_settings",
+    "get_store",
+    "requires",
+]
+
+
+@dataclass
+class RedisHealth:
+    """Whether Redis was last seen down: transitions are logged, not every refusal."""
+
+    log: logging.Logger
+    down: bool = False
+
+    def mark_up(self) -> None:
+        if self.down:
+            self.down = False
+            log_event(self.log, "redis_recovered")
+
+    def mark_down(self, error: BaseException) -> None:
+        if not self.down:
+            self.down = True
+            log_event(self.log, "redis_unavailable", logging.WARNING, error=type(error).__name__)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a collector process holds besides the store: built once by ``create_app``.
+
+    ``clock`` (unix seconds) decides the current epoch; tests replace it.
+    """
+
+    settings: Settings
+    keys: KeyRing
+    limiter: RateLimiter
+    telemetry: Telemetry
+    log: logging.Logger
+    clock: Callable[[], float]
+    redis: RedisHealth = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "redis", RedisHealth(self.log))
+
+
+async def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+async def get_settings(request: Request) -> Settings:
+    return (await get_runtime(request)).settings
+
+
+async def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def requires(*roles: Role) -> Callable[[Request], Awaitable[None]]:
+    """A dependency that lets a request through only with a key of one of ``roles``."""
+
+    async def check(request: Request) -> None:
+        runtime = await get_runtime(request)
+        key = bearer_key(request.headers.get("authorization"))
+        if key is None:
+            raise Problem(401, "missing_key", "send the API key as 'Authorization: Bearer <key>'",
+                          headers={"WWW-Authenticate": "Bearer"})
+        role = runtime.keys.role_of(key)
+        if role is None:
+            raise Problem(401, "invalid_key", "the API key is not valid",
+                          headers={"WWW-Authenticate": "Bearer"})
+        if role not in roles:
+            raise Problem(403, "wrong_role", f"this needs an {' or '.join(roles)} key, "
+                          f"not an {role} key")
+        wait = runtime.limiter.take(key_digest(key))
+        if wait > 0:
+            raise Problem(429, "rate_limited", "too many requests for this key",
+                          headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+    return check
+
+
+IngestKey = Annotated[None, Depends(requires("ingest"))]
+AdminKey = Annotated[None, Depends(requires("admin"))]
+ReaderKey = Annotated[None, Depends(requires("ingest", "admin"))]

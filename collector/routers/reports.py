@@ -1,0 +1,91 @@
+"""Ingest: POST /v1/reports, a columnar batch (``ldp_core.wire``) of <= 1000 reports.
+
+The answer is 200 with one result per report, in order:
+``{"accepted": a, "duplicates": d, "rejected": r, "results": [{"status":
+"accepted"|"duplicate"|"rejected", "code": null|"<reason>"}, ...]}``.  The
+good reports of a batch are stored even when others are rejected; a
+``duplicate`` is a report id already counted (a retry), delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from collector.deps import IngestKey, RuntimeDep, StoreDep
+from collector.ingest import (
+    EpochWindow,
+    inflate,
+    metric_keys,
+    parse_columns,
+    read_limited,
+    validate,
+)
+from collector.logs import log_event
+from collector.routers.metrics import parse_json
+from ldp_core.metric import NAME_PATTERN
+from ldp_server.problems import Problem, json_response
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["reports"])
+
+_ACCEPTED: dict[str, Any] = {"status": "accepted", "code": None}
+_DUPLICATE: dict[str, Any] = {"status": "duplicate", "code": None}
+
+
+@router.post("/v1/reports")
+async def post_reports(
+    _: IngestKey, request: Request, store: StoreDep, runtime: RuntimeDep
+) -> Response:
+    """Validate a batch, store its good reports exactly once, answer per report."""
+    started = time.perf_counter()
+    settings = runtime.settings
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if media.lower() not in ("application/json", ""):
+        raise Problem(415, "unsupported_media_type", "send Content-Type: application/json")
+    raw = await read_limited(request.stream(), settings.max_body_bytes,
+                             request.headers.get("content-length"))
+    body = inflate(raw, request.headers.get("content-encoding"), settings.max_inflated_bytes)
+    cols = parse_columns(parse_json(body))
+    specs = await store.get_metrics(metric_keys(cols))
+    distinct = {name for name in cols.metric if type(name) is str}
+    names = {name for name in distinct if NAME_PATTERN.match(name)}
+    found = {name for name, _ in specs}
+    known_names = found | await store.known_names(names - found)
+    window = EpochWindow(runtime.clock(), settings.retention_days * 86400,
+                         settings.clock_skew_epochs)
+    verdict = validate(cols, specs, known_names, window)
+    outcomes = await store.ingest(verdict.valid)
+    await store.record_implausible(verdict.implausible)
+    runtime.redis.mark_up()
+    results: list[dict[str, Any]] = [_ACCEPTED] * len(cols)
+    rejected: Counter[str] = Counter(verdict.rejected.values())
+    for position, code in verdict.rejected.items():
+        results[position] = {"status": "rejected", "code": code}
+    duplicates = 0
+    for position, outcome in zip(verdict.positions, outcomes, strict=True):
+        if outcome == "duplicate":
+            results[position] = _DUPLICATE
+            duplicates += 1
+        elif outcome == "token_reused":
+            results[position] = {"status": "rejected", "code": "token_reused"}
+            rejected["token_reused"] += 1
+    accepted = len(cols) - duplicates - sum(rejected.values())
+    seconds = time.perf_counter() - started
+    runtime.telemetry.record_batch(accepted=accepted, duplicates=duplicates, rejected=rejected,
+                                   seconds=seconds)
+    if runtime.log.isEnabledFor(logging.DEBUG):
+        log_event(runtime.log, "batch", logging.DEBUG, accepted=accepted, duplicates=duplicates,
+                  rejected=dict(rejected), ms=round(seconds * 1000, 3))
+    return json_response({
+        "accepted": accepted,
+        "duplicates": duplicates,
+        "rejected": sum(rejected.values()),
+        "results": results,
+    })

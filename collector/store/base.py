@@ -1,0 +1,111 @@
+"""The Redis client of a Store, its health checks and the digest secret.
+
+``StoreBase`` holds what every part of the store shares: the client (a
+single node or a Redis Cluster, ``ldp_server.redis_client.make_client``),
+the shard count, the retention and the MAC key of the digests (from
+``LDP_SERVER_SECRET``, else created once and kept in Redis).
+
+>>> StoreBase(make_client("redis://127.0.0.1:1/0"), shards=0)
+Traceback (most recent call last):
+ValueError: shards must be >= 1, got 0
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any, Self
+
+from redis.asyncio.cluster import RedisCluster
+
+from collector.store.schema import (
+    CREATE_LUA,
+    INGEST_LUA,
+    INGEST_SHA,
+    LIST_LUA,
+    SPEC_SECRET,
+    mac_key,
+)
+from ldp_core.metric import MetricSpec
+from ldp_server.redis_client import REDIS_ERRORS, RedisClient, make_client
+
+__all__ = ["StoreBase"]
+
+
+class StoreBase:
+    """The client, the shards, the retention and the digest secret of a Store.
+
+    ``shards`` spreads each (metric, version, epoch) over that many slots;
+    ``retention_seconds`` is how long after an epoch ends its dedupe state is
+    kept (the collector refuses reports older than that anyway); ``secret``
+    keys the digests (else one is created once and kept in Redis).
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        shards: int = 4,
+        retention_seconds: int = 31 * 86400,
+        secret: bytes | None = None,
+    ) -> None:
+        if shards < 1:
+            raise ValueError(f"shards must be >= 1, got {shards}")
+        self.client = client
+        self.shards = shards
+        self.retention_seconds = retention_seconds
+        self._secret = None if secret is None else mac_key(secret)
+        self._specs: dict[tuple[str, int], MetricSpec] = {}
+        # EVALSHA, loaded again by redis-py on NOSCRIPT.
+        self._create = client.register_script(CREATE_LUA)
+        self._list = client.register_script(LIST_LUA)
+
+    @classmethod
+    def connect(
+        cls,
+        redis_url: str | None = None,
+        cluster_nodes: Sequence[tuple[str, int]] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A store over a new client (see ``make_client``)."""
+        return cls(make_client(redis_url, cluster_nodes), **kwargs)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    @property
+    def is_cluster(self) -> bool:
+        return isinstance(self.client, RedisCluster)
+
+    # -- health ----------------------------------------------------------------------
+
+    async def ping(self) -> bool:
+        """Redis answers (read-only: what the aggregator checks)."""
+        return bool(await self.client.ping())
+
+    async def ready(self) -> bool:
+        """Redis answers, the ingest script is loaded (loaded if missing) and the
+        digest secret is known (created if missing): the collector's readiness."""
+        try:
+            await self.client.ping()
+            await self._load_scripts()
+            await self._get_secret()
+        except REDIS_ERRORS:
+            return False
+        return True
+
+    async def _load_scripts(self) -> None:
+        exists = await self.client.script_exists(INGEST_SHA)
+        flags = exists if isinstance(exists, list) else [exists]
+        if not all(flags):
+            await self.client.script_load(INGEST_LUA)
+
+    async def _get_secret(self) -> bytes:
+        if self._secret is None:
+            await self.client.set(SPEC_SECRET, secrets.token_bytes(32), nx=True)
+            stored = await self.client.get(SPEC_SECRET)
+            if not isinstance(stored, bytes) or len(stored) < 16:
+                raise RuntimeError("the server secret in Redis is missing or too short")
+            self._secret = mac_key(stored)
+        return self._secret
+
