@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from client_sdk import Fleet, UrllibTransport
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from ldp_core.registry import classes
 from tests.support.servers import (
     ADMIN_KEY,

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from client_sdk import Fleet, UrllibTransport
-from collector.redis_server import RedisServer
+from ldp_server.redis_server import RedisServer
 from ldp_core import Mechanism
 from ldp_core.metric import MetricSpec
 from tests.support.servers import (
