@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from client_sdk import Fleet, UrllibTransport
-from ldp_server.redis_server import RedisServer
 from ldp_core.registry import classes
+from ldp_server.redis_server import RedisServer
 from tests.support.servers import (
     ADMIN_KEY,
     ANALYST_KEY,

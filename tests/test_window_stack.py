@@ -27,9 +27,9 @@ import httpx
 import pytest
 
 from client_sdk import Fleet, UrllibTransport
-from ldp_server.redis_server import RedisServer
 from ldp_core import Mechanism
 from ldp_core.metric import MetricSpec
+from ldp_server.redis_server import RedisServer
 from tests.support.servers import (
     ADMIN_KEY,
     ANALYST_KEY,
