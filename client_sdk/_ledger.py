@@ -99,10 +99,13 @@ class Ledger:
         raise NotImplementedError
 
 
+#: One statement for the common case: the spent epsilon is read for the wall clock's
+#: epoch ?4; only a clock behind the high-water mark needs a second look (``_SPENT``).
 _READ = """SELECT
     (SELECT fingerprint FROM versions WHERE metric = ?1 AND version = ?2),
     (SELECT high_water FROM names WHERE metric = ?1),
-    EXISTS (SELECT 1 FROM lifetime WHERE metric = ?1 AND value_key = ?3)"""
+    EXISTS (SELECT 1 FROM lifetime WHERE metric = ?1 AND value_key = ?3),
+    (SELECT spent FROM budget WHERE metric = ?1 AND epoch = ?4)"""
 _SPENT = "SELECT spent FROM budget WHERE metric = ? AND epoch = ?"
 _LIFE = "SELECT total(epsilon_inf) FROM lifetime WHERE metric = ?"
 _CHARGE = ("INSERT INTO budget (metric, epoch, spent, reports) VALUES (?1, ?2, ?3, 1)"
@@ -123,14 +126,17 @@ class SqliteLedger(Ledger):
 
     def charge(self, ask: Ask, make: Callable[[int], T]) -> T | Refusal:
         key = ask.value_key
+        now_epoch = epoch_of(ask, None)
         with self.store.transaction() as conn:
-            known, high_water, drawn = conn.execute(
-                _READ, (ask.metric, ask.version, key or "")).fetchone()
+            known, high_water, drawn, spent = conn.execute(
+                _READ, (ask.metric, ask.version, key or "", now_epoch)).fetchone()
             if known is not None and known != ask.fingerprint:
                 return Refusal("spec_conflict", None)
             epoch = epoch_of(ask, high_water)
-            row = conn.execute(_SPENT, (ask.metric, epoch)).fetchone()
-            spent = 0.0 if row is None else float(row[0])
+            if epoch != now_epoch:
+                row = conn.execute(_SPENT, (ask.metric, epoch)).fetchone()
+                spent = None if row is None else row[0]
+            spent = 0.0 if spent is None else float(spent)
             if not fits(spent, ask.charge, ask.budget):
                 return Refusal("over_budget", epoch)
             new_memo = key is not None and not drawn

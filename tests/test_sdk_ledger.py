@@ -260,3 +260,51 @@ def test_the_lifetime_ledger_holds_no_value(tmp_path: Path) -> None:
         conn.close()
     assert len(rows) == 1
     assert all(BROWSERS[2] not in str(x) and str(x) != "2" for x in rows[0])
+
+
+# -- a state folder written by the previous SDK (schema 1) ------------------------------------
+
+SCHEMA_1 = """
+CREATE TABLE spool (seq INTEGER PRIMARY KEY AUTOINCREMENT, report_id TEXT NOT NULL,
+    metric TEXT NOT NULL, version INTEGER NOT NULL, epoch INTEGER NOT NULL,
+    token TEXT NOT NULL, payload TEXT NOT NULL, charge REAL NOT NULL, size INTEGER NOT NULL,
+    lease_until REAL NOT NULL DEFAULT 0, lease_pid INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE ledger (metric TEXT NOT NULL, version INTEGER NOT NULL, epoch INTEGER NOT NULL,
+    spent REAL NOT NULL, reports INTEGER NOT NULL, PRIMARY KEY (metric, version, epoch))
+    WITHOUT ROWID;
+CREATE TABLE lifetime (metric TEXT NOT NULL, version INTEGER NOT NULL,
+    value_key TEXT NOT NULL, epsilon_inf REAL NOT NULL,
+    PRIMARY KEY (metric, version, value_key)) WITHOUT ROWID;
+CREATE TRIGGER charge_ledger AFTER INSERT ON spool WHEN new.charge > 0
+BEGIN
+    INSERT INTO ledger (metric, version, epoch, spent, reports)
+    VALUES (new.metric, new.version, new.epoch, new.charge, 1)
+    ON CONFLICT (metric, version, epoch)
+    DO UPDATE SET spent = spent + excluded.spent, reports = reports + 1;
+END;
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_schema_1_ledger_is_migrated_to_the_name(tmp_path: Path) -> None:
+    epoch = int(T0 // DAY)
+    conn = sqlite3.connect(tmp_path / "spool.sqlite3")
+    conn.executescript(SCHEMA_1)
+    conn.executemany("INSERT INTO ledger VALUES (?, ?, ?, ?, ?)", [
+        ("browser", 1, epoch, 1.0, 1), ("browser", 2, epoch, 1.0, 1)])
+    conn.execute("INSERT INTO lifetime VALUES ('theme', 1, 'ab12', 4.0)")
+    conn.commit()
+    conn.close()
+    c = offline(tmp_path, clock=Clock(), lifetime_budgets={"theme": 4.0})
+    try:
+        assert c.record("browser", BROWSERS[0]).status == "over_budget"
+        assert c.record("theme", BROWSERS[0]).status == "over_lifetime_budget"
+        report = c.privacy_report()
+        assert [(u.metric, u.epoch, u.reports, u.spent) for u in report.units] == [
+            ("browser", epoch, 2, 2.0)]
+        assert [(x.metric, x.memoised_values, x.spent) for x in report.lifetime] == [
+            ("theme", 1, 4.0)]
+        assert c.record("page", "p1").ok  # the trigger is gone: one charge, not two
+        assert [u.spent for u in c.privacy_report().units if u.metric == "page"] == [2.0]
+    finally:
+        c.close(0)
