@@ -224,10 +224,11 @@ class Store:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
 
     def insert(self, row: Row) -> None:
         """Spool one row (inside ``transaction()`` it commits with it); then ``added``."""
