@@ -15,6 +15,7 @@ Public API
 ``Client``          one device: secret, ledger, spool, sender thread
 ``Fleet``/``Device`` many logical devices sharing one queue and sender (demos)
 ``DeliveryConfig``  batching, retries, quotas, durability
+``PrivacyCaps``     the most epsilon a spec may ask of this device (default 4 / 8)
 ``Transport``, ``Response``, ``UrllibTransport``  the HTTP seam
 ``RecordResult``/``RecordStatus``, ``Counters``, ``PrivacyReport``,
 ``UnitSpend``, ``LifetimeSpend``  what the SDK returns
@@ -48,13 +49,14 @@ Many devices in one process (demos, load tests)::
 
 ``benchmarks/bench_sdk.py`` prints the median cost of ``record`` per mechanism.
 
-State directory layout: ``device_secret`` (0600), ``metrics.json`` (spec
-cache), ``spool.sqlite3`` (+ WAL; spool, epsilon ledger, memo ledger keyed by
-HMAC), ``opted_out`` (marker).
+State directory layout (folder 0700, every file 0600): ``device_secret``,
+``metrics.json`` (spec cache), ``spool.sqlite3`` (+ WAL; spool, epsilon ledger
+per metric name and epoch, lifetime ledger keyed by HMAC, epoch high-water
+marks, version fingerprints), ``opted_out`` (marker).
 """
 
 from client_sdk._client import Client
-from client_sdk._config import DeliveryConfig
+from client_sdk._config import DeliveryConfig, PrivacyCaps
 from client_sdk._errors import ConfigError, SdkError, StateError
 from client_sdk._fleet import Device, Fleet
 from client_sdk._results import (
@@ -75,6 +77,7 @@ __all__ = [
     "Device",
     "Fleet",
     "LifetimeSpend",
+    "PrivacyCaps",
     "PrivacyReport",
     "RecordResult",
     "RecordStatus",

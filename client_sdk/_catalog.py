@@ -9,21 +9,29 @@ A device that fetched the specs once works offline: the catalog is written to
 1
 >>> cat.get("browser").version
 3
+
+A spec that differs from the known one under the same (name, version) is
+refused, never swapped in: the metric is marked conflicted (``record`` answers
+``spec_conflict``) until a higher version arrives, and a WARNING is logged once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from client_sdk._device import mechanism_fingerprint
 from ldp_core.metric import MetricSpec
 
 __all__ = ["Catalog"]
+
+log = logging.getLogger("client_sdk")
 
 
 class Catalog:
@@ -35,6 +43,11 @@ class Catalog:
         self._specs: dict[str, MetricSpec] = {}
         #: category -> index per categorical metric (MetricSpec.index_of scans a tuple).
         self._indexes: dict[str, dict[str, int]] = {}
+        #: name -> mechanism fingerprint of its current spec (memo context, ledger).
+        self._fingerprints: dict[str, str] = {}
+        #: name -> the version under which a different spec was offered (refused).
+        self._conflicts: dict[str, int] = {}
+        self._warned: set[tuple[str, int]] = set()
         self.loaded_from_disk = False
         if path is not None:
             self._load(path)
@@ -51,6 +64,16 @@ class Catalog:
                 if found is not None and spec.domain[found] == value:
                     return found
         return spec.index_of(value)
+
+    def fingerprint(self, spec: MetricSpec) -> str:
+        """The mechanism fingerprint of ``spec`` (cached for the catalog's own specs)."""
+        if self._specs.get(spec.name) is spec:
+            return self._fingerprints[spec.name]
+        return mechanism_fingerprint(spec)
+
+    def conflicted(self, name: str) -> bool:
+        """True while a changed spec under the current version of ``name`` was refused."""
+        return name in self._conflicts
 
     def names(self) -> list[str]:
         return sorted(self._specs)
@@ -79,9 +102,18 @@ class Catalog:
         with self._lock:
             for name, spec in usable.items():
                 known = self._specs.get(name)
-                if known is None or spec.version >= known.version:
+                if known is not None and spec.version == known.version and spec != known:
+                    self._conflicts[name] = spec.version
+                    if (name, spec.version) not in self._warned:
+                        self._warned.add((name, spec.version))
+                        log.warning("metric %s version %d changed under the same version:"
+                                    " refused, no report until a new version", name,
+                                    spec.version)
+                elif known is None or spec.version > known.version:
                     self._specs[name] = spec
                     self._indexes[name] = {c: i for i, c in enumerate(spec.domain)}
+                    self._fingerprints[name] = mechanism_fingerprint(spec)
+                    self._conflicts.pop(name, None)
             if save and self._path is not None and usable:
                 self._save(self._path)
         return len(usable)
@@ -89,7 +121,9 @@ class Catalog:
     def _save(self, path: Path) -> None:
         data = {"metrics": [spec.to_json() for spec in self._specs.values()]}
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as out:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with open(fd, "w", encoding="utf-8") as out:
             json.dump(data, out)
             out.flush()
             os.fsync(out.fileno())

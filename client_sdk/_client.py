@@ -13,28 +13,35 @@ What ``record`` does, in order (none of it touches the network):
    background and cached in ``state_dir``).  Unknown: returns
    ``RecordResult("unknown_metric")`` and asks the sender to refresh the specs;
    call ``refresh_metrics(timeout)`` first if the first record must count.
+   A spec changed under its version is ``spec_conflict``; one above the
+   device's ``PrivacyCaps`` is ``spec_over_cap`` (each logged once at WARNING).
 3. ``spec.index_of(value)``: a value outside the domain raises ``ValueError``
    (the message names it) -- a programming error, not a runtime condition.
 4. ``sample_rate``: with probability 1 - rate, returns ``sampled_out`` (no epsilon).
-5. The budget ledger: one unit is (this device, metric, epoch); the default
+5. The budget ledger (``client_sdk._ledger``), one sqlite transaction on the
+   state folder: one unit is (this device, metric *name*, epoch); the default
    budget per unit is the metric's epsilon, i.e. one report per epoch.  Over
-   budget: ``over_budget`` (nothing randomised, nothing sent).
+   budget: ``over_budget`` (nothing randomised, nothing sent).  The epoch is
+   never earlier than the latest one charged for the name (a clock set back
+   buys nothing).
 6. Randomises (memoised for longitudinal metrics), builds the envelope with the
-   per-epoch token, queues it; the value goes out of scope when ``record`` returns.
+   per-epoch token and spools it in the same transaction; the value goes out
+   of scope when ``record`` returns.
 
 The ledger charges the mechanism's declared epsilon (an upper bound on the
-epsilon its integer thresholds implement), and sums are rounded up.  A unit is
-per metric *version*: a new version is a new unit.  ``budgets={"m": 2.0}``
-allows two reports per epoch locally, but the collector accepts one token per
-(device, metric, version, epoch), so the second would come back
-``token_reused`` -- raise budgets only with a collector configured for it.
-For memoised metrics the lifetime ledger charges ``epsilon_inf`` once per
-distinct value (keyed by an HMAC of it); ``lifetime_budgets`` caps the sum.
+epsilon its integer thresholds implement), and sums are rounded up.  A unit
+is per metric *name*: a new version of a spec shares the budget of its name.
+``budgets={"m": 2.0}`` allows two reports per epoch locally, but the collector
+accepts one token per (device, metric, version, epoch), so the second would
+come back ``token_reused`` -- raise budgets only with a collector configured
+for it.  For memoised metrics the lifetime ledger charges ``epsilon_inf`` once
+per permanent response drawn (per distinct value and mechanism fingerprint,
+keyed by an HMAC); ``lifetime_budgets`` caps the sum per name, and an opt-out
+does not reset it.
 
-A forked child shares the device (secret, spool file) but starts with an
-empty memory queue and its own sender; its ledger is the parent's as of the
-fork, so parent and child racing on one unit end in a ``token_reused`` drop,
-never in a second accepted report.
+Any number of Clients and processes may share one ``state_dir`` (a forked
+child, a second process of the app): the ledger is the file, so one unit is
+spent once whoever asks.
 """
 
 from __future__ import annotations
@@ -47,14 +54,16 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk._catalog import Catalog
-from client_sdk._config import DeliveryConfig
+from client_sdk._config import DeliveryConfig, PrivacyCaps
 from client_sdk._device import (
     DeviceState,
     delete_secret,
     load_or_create_secret,
     make_private_dir,
+    tighten_files,
 )
 from client_sdk._errors import ConfigError
+from client_sdk._ledger import SqliteLedger
 from client_sdk._pipeline import Pipeline
 from client_sdk._record import Sampler, build_report, record_into
 from client_sdk._results import (
@@ -79,7 +88,8 @@ class Client:
     """The SDK for one device.  Thread-safe and fork-safe; see the module docstring.
 
     url, api_key      the collector and an ingest key
-    state_dir         where the secret (0600), spec cache and spool live
+    state_dir         the SDK's own folder (0700; every file in it 0600): secret, spec
+                      cache, spool and ledger
     transport         a ``Transport`` (default: ``UrllibTransport``)
     enabled           False: collect nothing, touch no file, start no thread
     background        False: no sender thread; call ``flush(timeout)`` to send
@@ -87,6 +97,8 @@ class Client:
     sample_rate       probability of keeping a record (one float, or per metric)
     budgets           epsilon per unit for chosen metrics (default: the metric's epsilon)
     lifetime_budgets  cap on the lifetime epsilon of memoised metrics (default: none)
+    caps              ``PrivacyCaps``: specs above them are refused (default: epsilon 4
+                      per report, epsilon_inf 8)
     metrics           spec JSON objects to seed the catalog with (tests, offline apps)
     clock, rng        for tests only (the device path uses time.time and the OS CSPRNG)
     """
@@ -104,6 +116,7 @@ class Client:
         sample_rate: float | Mapping[str, float] = 1.0,
         budgets: Mapping[str, float] | None = None,
         lifetime_budgets: Mapping[str, float] | None = None,
+        caps: PrivacyCaps | None = None,
         metrics: Iterable[dict[str, Any]] | None = None,
         clock: Callable[[], float] = time.time,
         rng: Rng | None = None,
@@ -112,6 +125,7 @@ class Client:
             raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
         if not api_key:
             raise ConfigError("api_key is required")
+        self._caps = caps or PrivacyCaps()
         self._enabled = enabled
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})
@@ -126,6 +140,7 @@ class Client:
         if not enabled:
             return
         make_private_dir(self._state_dir)
+        tighten_files(self._state_dir)
         self._opted_out = (self._state_dir / OPT_OUT_FILE).exists()
         catalog = Catalog(self._state_dir / METRICS_FILE)
         if metrics is not None:
@@ -134,6 +149,7 @@ class Client:
                       max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
                                   self.config, background=background)
+        self._ledger = SqliteLedger(store)
         if self._opted_out:
             self._pipeline.stop()
         else:
@@ -142,13 +158,8 @@ class Client:
                 self._pipeline.kick()
 
     def _start_device(self) -> None:
-        assert self._pipeline is not None
-        device = DeviceState(load_or_create_secret(self._state_dir / SECRET_FILE))
-        store = self._pipeline.store
-        device.load([(r.metric, r.version, r.epoch, r.spent, r.reports) for r in store.ledger()],
-                    store.lifetime())
-        self._device = device
-        self._pipeline.fork_callbacks.append(device.after_fork)
+        self._device = DeviceState(load_or_create_secret(self._state_dir / SECRET_FILE),
+                                   self._ledger)
 
     # -- recording ---------------------------------------------------------------------
 
@@ -165,9 +176,9 @@ class Client:
             pipeline.refused("opted_out")
             return RecordResult("opted_out", metric)
         return record_into(
-            pipeline, device, metric, value, sampler=self._sampler, budgets=self._budgets,
-            lifetime_budgets=self._lifetime_budgets, now=self._clock(), rng=self._rng,
-            persist_charge=True,
+            pipeline, device, metric, value, sampler=self._sampler, caps=self._caps,
+            budgets=self._budgets, lifetime_budgets=self._lifetime_budgets, now=self._clock(),
+            rng=self._rng,
         )
 
     # -- delivery ----------------------------------------------------------------------
@@ -215,11 +226,12 @@ class Client:
         return self._pipeline is not None and self._device is None
 
     def opt_out(self) -> None:
-        """Stop collecting; purge the queue, the spool and the memo state, for good.
+        """Stop collecting; purge the queue and the spool, delete the device secret.
 
         Persisted: a later Client on the same state_dir stays opted out until
-        ``opt_in()``.  The epsilon ledger (no values in it) is kept so that
-        ``privacy_report()`` still tells what was spent.
+        ``opt_in()``.  The ledger (epsilon spent and HMAC keys under the deleted
+        secret: no value in it) is kept, so ``privacy_report()`` still tells what
+        was spent and an opt-in cannot reset the lifetime budgets.
         """
         if self._pipeline is None:
             return
@@ -232,7 +244,10 @@ class Client:
         delete_secret(self._state_dir / SECRET_FILE)
 
     def opt_in(self) -> None:
-        """Collect again, with a new device secret (new tokens, new memoisation)."""
+        """Collect again, with a new device secret (new tokens, new memoisation).
+
+        New permanent responses are new draws: each is charged to the lifetime
+        ledger on top of what was spent before the opt-out."""
         if self._pipeline is None or self._device is not None:
             return
         with contextlib.suppress(FileNotFoundError):
@@ -241,13 +256,11 @@ class Client:
         self._pipeline.resume()
 
     def privacy_report(self) -> PrivacyReport:
-        """Epsilon spent per unit (device, metric, epoch) and per memoised lifetime."""
+        """Epsilon spent per unit (device, metric name, epoch) and per memoised lifetime,
+        summed over every spec version and every process sharing the state folder
+        (opted out or not: what was spent stays on record)."""
         if self._pipeline is None:
             return PrivacyReport((), ())
-        device = self._device
-        if device is None:  # opted out: what was spent is still on record
-            device = DeviceState(b"")
-            store = self._pipeline.store
-            device.load([(r.metric, r.version, r.epoch, r.spent, r.reports)
-                         for r in store.ledger()], [])
-        return build_report(device, self._pipeline.catalog, self._budgets, self._lifetime_budgets)
+        return build_report(self._ledger.spend(), self._pipeline.catalog, self._budgets,
+                            self._lifetime_budgets)
+

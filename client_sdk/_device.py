@@ -4,13 +4,19 @@ The secret (32 bytes from the OS CSPRNG) is the root of three derived values,
 none of which reveals another:
 
 - the per-epoch token ``HMAC(secret, metric|version|epoch)`` (``ldp_core.wire``),
-- the permanent responses of memoised metrics (``randomize_memoised``),
-- the ledger key of a memoised value ``HMAC(secret, "lifetime|metric|version|value")``,
+- the permanent responses of memoised metrics (``randomize_memoised``) under the
+  context ``memo_context(spec)`` = "<name>|<mechanism fingerprint>": a new spec
+  version that keeps the mechanism and its parameters keeps its permanent
+  responses, one that changes them draws new ones from a separate stream,
+- the ledger key of a memoised value ``HMAC(secret, "lifetime|name|fingerprint|value")``,
   so the lifetime ledger never holds the value itself.
 
->>> state = DeviceState(secret=bytes(32))
->>> state.spent_in("browser", 1, 7)
-0.0
+>>> from ldp_core.metric import MetricSpec
+>>> spec = MetricSpec.from_json({"name": "flag", "kind": "boolean", "epsilon": 1.0})
+>>> later = MetricSpec.from_json({"name": "flag", "kind": "boolean", "epsilon": 1.0,
+...                               "version": 2, "min_reports": 5})
+>>> memo_context(spec) == memo_context(later)     # only descriptive fields changed
+True
 """
 
 from __future__ import annotations
@@ -19,15 +25,15 @@ import contextlib
 import hashlib
 import hmac
 import json
-import math
 import os
 import secrets
 import stat
-import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from client_sdk._errors import StateError
+from client_sdk._ledger import Ask, Ledger, Refusal
 from client_sdk._store import Row
 from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
@@ -36,16 +42,39 @@ from ldp_core.wire import device_token
 __all__ = [
     "SECRET_BYTES",
     "DeviceState",
-    "Prepared",
+    "Outcome",
     "delete_secret",
     "load_or_create_secret",
     "make_private_dir",
+    "mechanism_fingerprint",
+    "memo_context",
+    "tighten_files",
 ]
 
 SECRET_BYTES = 32
-#: Relative slack when comparing a sum of float epsilons with a budget: one report
-#: of exactly the budget fits, a second never does.
-_BUDGET_SLACK = 1e-9
+#: Fields of ``Mechanism.describe()`` that only restate the channel (bounds computed
+#: from it, the request it was solved from).  Every other field, present or future,
+#: is part of the fingerprint: an unknown field draws new permanent responses (and
+#: charges them) rather than risk two channels sharing one stream.
+DESCRIPTIVE = frozenset({"epsilon_actual", "epsilon_inf_actual", "epsilon_requested"})
+
+
+def mechanism_fingerprint(spec: MetricSpec) -> str:
+    """sha256 (hex) of the canonical JSON of the mechanism's parameters.
+
+    The parameters are ``spec.build().describe()`` minus ``DESCRIPTIVE``, plus the
+    numeric bounds (``lo``, ``hi``: how a value maps to the mechanism's input).
+    Name, version, labels, epoch, unit and ``min_reports`` are not in it.
+    """
+    params = {k: v for k, v in spec.build().describe().items() if k not in DESCRIPTIVE}
+    params["lo"], params["hi"] = spec.lo, spec.hi
+    text = json.dumps(params, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def memo_context(spec: MetricSpec, fingerprint: str | None = None) -> str:
+    """The permanent-response context of a memoised metric: "<name>|<fingerprint>"."""
+    return f"{spec.name}|{fingerprint or mechanism_fingerprint(spec)}"
 
 
 def load_or_create_secret(path: Path) -> bytes:
@@ -83,128 +112,76 @@ def delete_secret(path: Path) -> None:
         os.unlink(path)
 
 
-class Prepared(NamedTuple):
-    """A randomised report ready to queue, and what to undo if queueing fails."""
+class Outcome(NamedTuple):
+    """A record's outcome: "queued" with its row, or a refusal status; the epoch charged."""
 
-    row: Row
-    unit: tuple[str, int, int]
-    charge: float
-    lifetime: tuple[str, int, str, float] | None
+    status: str
+    epoch: int | None
+    row: Row | None = None
 
 
 class DeviceState:
-    """A secret and an in-memory ledger (a Client also persists it in its Store).
+    """A secret and a ledger (on disk for a Client, in memory for a Fleet device)."""
 
-    Thread-safe: budget checks and charges happen under one lock, randomising
-    outside it.
-    """
+    __slots__ = ("ledger", "secret")
 
-    __slots__ = ("_lock", "lifetime_spent", "memo_keys", "reports", "secret", "spent")
-
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, ledger: Ledger) -> None:
         self.secret = secret
-        self._lock = threading.Lock()
-        self.spent: dict[tuple[str, int, int], float] = {}
-        self.reports: dict[tuple[str, int, int], int] = {}
-        self.memo_keys: set[tuple[str, int, str]] = set()
-        self.lifetime_spent: dict[tuple[str, int], float] = {}
-
-    def after_fork(self) -> None:
-        self._lock = threading.Lock()
-
-    def spent_in(self, metric: str, version: int, epoch: int) -> float:
-        return self.spent.get((metric, version, epoch), 0.0)
-
-    def load(self, units: list[tuple[str, int, int, float, int]],
-             lifetime: list[tuple[str, int, str, float]]) -> None:
-        """Restore the ledger from the Store at start."""
-        for metric, version, epoch, spent, reports in units:
-            self.spent[(metric, version, epoch)] = spent
-            self.reports[(metric, version, epoch)] = reports
-        for metric, version, key, eps_inf in lifetime:
-            if (metric, version, key) not in self.memo_keys:
-                self.memo_keys.add((metric, version, key))
-                total = self.lifetime_spent.get((metric, version), 0.0) + eps_inf
-                self.lifetime_spent[(metric, version)] = total
-
-    def forget_memo(self) -> None:
-        with self._lock:
-            self.memo_keys.clear()
-            self.lifetime_spent.clear()
+        self.ledger = ledger
 
     def prepare(
         self,
         spec: MetricSpec,
+        fingerprint: str,
         value: int | float,
-        epoch: int,
+        now: float,
         *,
         budget: float,
         lifetime_budget: float | None,
-        persist_charge: bool,
+        spool: Callable[[Row], None] | None,
         rng: Rng | None = None,
-    ) -> Prepared | str:
-        """Charge the ledger and randomise ``value`` (the mechanism input), or a
-        refusal status.  The value is used here and nowhere else."""
+    ) -> Outcome:
+        """Charge the ledger and randomise ``value`` (the mechanism input) in one
+        ledger transaction; ``spool`` (if given) stores the row inside it.  The
+        value is used here and nowhere else."""
         m = spec.build()
-        charge = m.epsilon
-        unit = (spec.name, spec.version, epoch)
-        memo: tuple[str, int, str, float] | None = None
         memoised = spec.epsilon_inf is not None
-        with self._lock:
-            spent = self.spent.get(unit, 0.0)
-            if spent + charge > budget * (1 + _BUDGET_SLACK):
-                return "over_budget"
-            if memoised:
-                assert spec.epsilon_inf is not None
-                key = self.value_key(spec, value)
-                if (spec.name, spec.version, key) not in self.memo_keys:
-                    life = self.lifetime_spent.get((spec.name, spec.version), 0.0)
-                    if (lifetime_budget is not None
-                            and life + spec.epsilon_inf > lifetime_budget * (1 + _BUDGET_SLACK)):
-                        return "over_lifetime_budget"
-                    memo = (spec.name, spec.version, key, spec.epsilon_inf)
-                    self.memo_keys.add((spec.name, spec.version, key))
-                    self.lifetime_spent[(spec.name, spec.version)] = life + spec.epsilon_inf
-            self.spent[unit] = _add_up(spent, charge)
-            self.reports[unit] = self.reports.get(unit, 0) + 1
-        try:
+        ask = Ask(
+            spec.name, spec.version, fingerprint, spec.epoch_seconds, now, m.epsilon, budget,
+            self.value_key(spec.name, fingerprint, value) if memoised else None,
+            spec.epsilon_inf or 0.0, lifetime_budget,
+        )
+        secret = self.secret
+
+        def make(epoch: int) -> Row:
             if memoised:
                 report = m.randomize_memoised(  # type: ignore[attr-defined]
-                    value, secret=self.secret, context=f"{spec.name}|{spec.version}", rng=rng
+                    value, secret=secret, context=memo_context(spec, fingerprint), rng=rng
                 )
             else:
                 report = m.randomize(value, rng=rng)
-            payload = m.encode(report)
-        except BaseException:
-            self.refund(unit, charge, memo)
-            raise
-        row = Row(
-            os.urandom(16).hex(),                       # report_id: 128 bits, CSPRNG
-            spec.name,
-            spec.version,
-            epoch,
-            device_token(self.secret, spec.name, spec.version, epoch),
-            payload_text(payload),
-            charge if persist_charge else 0.0,
-        )
-        return Prepared(row, unit, charge, memo)
+            row = Row(
+                os.urandom(16).hex(),                       # report_id: 128 bits, CSPRNG
+                spec.name,
+                spec.version,
+                epoch,
+                device_token(secret, spec.name, spec.version, epoch),
+                payload_text(m.encode(report)),
+                m.epsilon,
+            )
+            if spool is not None:
+                spool(row)
+            return row
 
-    def refund(self, unit: tuple[str, int, int], charge: float,
-               memo: tuple[str, int, str, float] | None) -> None:
-        """Undo a charge whose report was never queued (nothing left the device)."""
-        with self._lock:
-            left = self.spent.get(unit, 0.0) - charge
-            self.spent[unit] = max(left, 0.0)
-            self.reports[unit] = max(self.reports.get(unit, 1) - 1, 0)
-            if memo is not None:
-                metric, version, key, eps_inf = memo
-                self.memo_keys.discard((metric, version, key))
-                life = self.lifetime_spent.get((metric, version), 0.0) - eps_inf
-                self.lifetime_spent[(metric, version)] = max(life, 0.0)
+        made = self.ledger.charge(ask, make)
+        if isinstance(made, Refusal):
+            return Outcome(made.status, made.epoch)
+        return Outcome("queued", made.epoch, made)
 
-    def value_key(self, spec: MetricSpec, value: int | float) -> str:
-        """HMAC(secret, "lifetime|metric|version|value"), hex: the ledger key of a value."""
-        message = f"lifetime|{spec.name}|{spec.version}|{value!r}".encode()
+    def value_key(self, metric: str, fingerprint: str, value: int | float) -> str:
+        """HMAC(secret, "lifetime|name|fingerprint|value"), hex: the ledger key of one
+        permanent response."""
+        message = f"lifetime|{metric}|{fingerprint}|{value!r}".encode()
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
 
@@ -222,17 +199,28 @@ def payload_text(payload: object) -> str:
     return json.dumps(payload, separators=(",", ":"))
 
 
-def _add_up(a: float, b: float) -> float:
-    """a + b rounded outward (never below the exact sum)."""
-    total = a + b
-    return math.nextafter(total, math.inf) if a else total
-
-
 def make_private_dir(path: Path) -> None:
-    """Create ``path`` (0700) if needed; ``StateError`` if it is unusable."""
+    """Create ``path`` (0700) if needed, or tighten an existing one to 0700;
+    ``StateError`` if it is unusable."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise StateError(f"cannot create state_dir {path}: {exc}") from None
     if not path.is_dir():
         raise StateError(f"state_dir {path} is not a directory")
+    try:
+        if stat.S_IMODE(os.stat(path).st_mode) != 0o700:
+            os.chmod(path, 0o700)
+    except OSError as exc:
+        raise StateError(f"cannot make state_dir {path} private (0700): {exc}") from None
+
+def tighten_files(folder: Path) -> None:
+    """Every regular file in the SDK's state folder 0600 (older SDKs, copies, backups)."""
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) and (
+                        entry.stat(follow_symlinks=False).st_mode & 0o177):
+                    os.chmod(entry.path, 0o600)
+    except OSError as exc:
+        raise StateError(f"cannot make the files of state_dir {folder} private: {exc}") from None

@@ -2,8 +2,9 @@
 
 A ``Client`` is one device with its own files and thread.  A fleet shares one
 spec catalog, one queue and one sender among any number of ``Device`` objects;
-a device holds only its secret (32 CSPRNG bytes) and its in-memory ledger, so
-20,000 of them cost a few MB and record as fast as a Client.
+a device holds only its secret (32 CSPRNG bytes) and its in-memory ledger
+(``client_sdk._ledger.MemoryLedger``: the same rules as a Client's on-disk one,
+in one process), so 20,000 of them cost a few MB and record as fast as a Client.
 
 >>> fleet = Fleet("http://127.0.0.1:8000", api_key="k", metrics=[{"name": "browser",
 ...     "kind": "categorical", "domain": ["a", "b", "c"], "epsilon": 1.0,
@@ -32,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk._catalog import Catalog
-from client_sdk._config import DeliveryConfig
-from client_sdk._device import SECRET_BYTES, DeviceState, make_private_dir
+from client_sdk._config import DeliveryConfig, PrivacyCaps
+from client_sdk._device import SECRET_BYTES, DeviceState, make_private_dir, tighten_files
 from client_sdk._errors import ConfigError
+from client_sdk._ledger import MemoryLedger
 from client_sdk._pipeline import Pipeline
 from client_sdk._record import Sampler, build_report, record_into
 from client_sdk._results import Counters, PrivacyReport, RecordResult
@@ -69,6 +71,7 @@ class Fleet:
         sample_rate: float | Mapping[str, float] = 1.0,
         budgets: Mapping[str, float] | None = None,
         lifetime_budgets: Mapping[str, float] | None = None,
+        caps: PrivacyCaps | None = None,
         metrics: Iterable[dict[str, Any]] | None = None,
         clock: Callable[[], float] = time.time,
         rng: Rng | None = None,
@@ -76,9 +79,11 @@ class Fleet:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
         self.config = delivery or FLEET_DELIVERY
+        self._caps = caps or PrivacyCaps()
         folder = None if state_dir is None else Path(state_dir)
         if folder is not None:
             make_private_dir(folder)
+            tighten_files(folder)
         catalog = Catalog(None if folder is None else folder / "metrics.json")
         if metrics is not None:
             catalog.update(metrics)
@@ -100,17 +105,18 @@ class Fleet:
             secret = secrets.token_bytes(SECRET_BYTES)
         elif len(secret) != SECRET_BYTES:
             raise ConfigError(f"a device secret is {SECRET_BYTES} bytes, got {len(secret)}")
-        return Device(self, DeviceState(secret))
+        return Device(self, DeviceState(secret, MemoryLedger()))
 
     def _record(self, state: DeviceState, metric: str, value: object) -> RecordResult:
         return record_into(
-            self._pipeline, state, metric, value, sampler=self._sampler, budgets=self._budgets,
-            lifetime_budgets=self._lifetime_budgets, now=self._clock(), rng=self._rng,
-            persist_charge=False,
+            self._pipeline, state, metric, value, sampler=self._sampler, caps=self._caps,
+            budgets=self._budgets, lifetime_budgets=self._lifetime_budgets, now=self._clock(),
+            rng=self._rng,
         )
 
     def _report(self, state: DeviceState) -> PrivacyReport:
-        return build_report(state, self._pipeline.catalog, self._budgets, self._lifetime_budgets)
+        return build_report(state.ledger.spend(), self._pipeline.catalog, self._budgets,
+                            self._lifetime_budgets)
 
     def refresh_metrics(self, timeout: float = 2.0) -> bool:
         return self._pipeline.refresh_metrics(timeout)

@@ -5,9 +5,11 @@ devices).  Reports flow:
 
     record -> [memory buffer] -> spool (sqlite) -> claim -> POST /v1/reports -> remove
 
-- durability "record": ``enqueue`` writes to the spool before it returns;
-  "batch": ``enqueue`` appends to memory and the sender writes every
-  ``persist_interval``.  Only spooled reports are ever sent.
+- durability "record": ``submit`` writes the report to the spool in the same
+  ledger transaction that charges it; "batch": the charge is committed at
+  once, the report appended to memory and written by the sender every
+  ``persist_interval`` (a crash meanwhile loses the report, never the charge).
+  Only spooled reports are ever sent.
 - The sender sends when ``batch_size`` reports wait, when the oldest waited
   ``interval`` seconds, or on ``flush``.  Network failures, 408, 429, 5xx are
   retried (capped exponential backoff with full jitter; Retry-After honoured,
@@ -30,6 +32,7 @@ import json
 import logging
 import os
 import random
+import sqlite3
 import threading
 import time
 import weakref
@@ -39,6 +42,7 @@ from collections.abc import Callable, Sequence
 from client_sdk._batch import batch_body, parse_results, problem_code
 from client_sdk._catalog import Catalog
 from client_sdk._config import DeliveryConfig
+from client_sdk._device import Outcome
 from client_sdk._results import Counters
 from client_sdk._store import Claimed, Row, Store
 from client_sdk._transport import Response, Transport
@@ -91,7 +95,6 @@ class Pipeline:
     def _init_state(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._buffer: list[Row] = []
-        self._lifetime: list[tuple[str, int, str, float]] = []
         self._buffer_since: float | None = None
         self._first_pending: float | None = time.monotonic() if self.store.pending() else None
         self._flush_requests = 0
@@ -105,30 +108,39 @@ class Pipeline:
         self._tally: Counter[str] = Counter()
         self._dropped: Counter[str] = Counter()
         self._refused: Counter[str] = Counter()
+        self._warned: set[str] = set()
         self._last_metrics_try = float("-inf")
 
     # -- the record side ---------------------------------------------------------------
 
-    def enqueue(self, row: Row, lifetime: tuple[str, int, str, float] | None) -> str:
-        """Queue one randomised report: "queued", "storage_error" (the spool could not
-        be written) or "opted_out" (``refuse()`` was called meanwhile)."""
+    def submit(self, prepare: Callable[[Callable[[Row], None] | None], Outcome]) -> Outcome:
+        """Queue the report that ``prepare(spool)`` charges and randomises.
+
+        ``prepare`` runs under the queue lock; in durability "record" it is given
+        the spool's ``insert`` to call inside its ledger transaction.  Returns its
+        outcome, or "opted_out" (``purge()`` ran) / "storage_error" (the state file
+        could not be written: nothing was charged or queued)."""
         with self._cond:
             if not self.accepting:
-                return "opted_out"
+                return Outcome("opted_out", None)
+            durable = self.config.durability == "record"
+            try:
+                outcome = prepare(self.store.insert if durable else None)
+            except (sqlite3.Error, OSError) as exc:  # disk full, locked: not the app's problem
+                log.warning("ledger or spool write failed: %s", type(exc).__name__)
+                self._dropped["storage_error"] += 1
+                return Outcome("storage_error", None)
+            row = outcome.row
+            if row is None:
+                self._refused[outcome.status] += 1
+                return outcome
             idle = self._first_pending is None
-            if self.config.durability == "record":
-                try:
-                    dropped = self.store.write([row], () if lifetime is None else (lifetime,))
-                except Exception as exc:  # disk full, permissions: not the app's problem
-                    log.warning("spool write failed: %s", type(exc).__name__)
-                    self._dropped["storage_error"] += 1
-                    return "storage_error"
+            if durable:
+                dropped = self.store.added([row])
                 if dropped:
                     self._dropped["spool_full"] += dropped
             else:
                 self._buffer.append(row)
-                if lifetime is not None:
-                    self._lifetime.append(lifetime)
                 if self._buffer_since is None:
                     self._buffer_since = time.monotonic()
                     idle = True
@@ -141,7 +153,7 @@ class Pipeline:
                 self._ensure_thread()
                 if idle or self._pending_locked() >= self.config.batch_size:
                     self._cond.notify_all()            # the sender recomputes its wake time
-        return "queued"
+        return outcome
 
     def kick(self) -> None:
         """Start the sender now (it fetches the metric specs first if it has none)."""
@@ -150,7 +162,8 @@ class Pipeline:
                 self._ensure_thread()
                 self._cond.notify_all()
 
-    def refused(self, status: str) -> None:
+    def refused(self, status: str, *, warn: tuple[str, str] | None = None) -> None:
+        """Count a refused record; ``warn=(key, message)`` logs a WARNING once per key."""
         with self._cond:
             self._refused[status] += 1
             if status == "unknown_metric" and self._fetch_metrics:
@@ -158,6 +171,16 @@ class Pipeline:
                 if self.background:
                     self._ensure_thread()
                     self._cond.notify_all()
+        if warn is not None:
+            self.warn_once(*warn)
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Log ``message`` at WARNING the first time ``key`` is seen (per process)."""
+        with self._cond:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        log.warning("%s", message)
 
     def counters(self) -> Counters:
         with self._cond:
@@ -240,9 +263,8 @@ class Pipeline:
             self.accepting = False
             dropped = len(self._buffer)
             self._buffer.clear()
-            self._lifetime.clear()
             self._buffer_since = None
-            dropped += self.store.purge(memo=True)
+            dropped += self.store.purge()
             self._first_pending = None
             if dropped:
                 self._dropped[reason] += dropped
@@ -312,16 +334,16 @@ class Pipeline:
     def _persist_locked(self) -> None:
         if not self._buffer:
             return
-        rows, lifetime = self._buffer, self._lifetime
+        rows = self._buffer
         try:
-            dropped = self.store.write(rows, lifetime)
+            dropped = self.store.write(rows)
         except Exception as exc:
             log.warning("spool write failed: %s", type(exc).__name__)
             self._dropped["storage_error"] += len(rows)
             dropped = 0
         if dropped:
             self._dropped["spool_full"] += dropped
-        self._buffer, self._lifetime, self._buffer_since = [], [], None
+        self._buffer, self._buffer_since = [], None
 
     def _drain(self, deadline: float) -> bool:
         """Send in the calling thread until empty or ``deadline`` (bounded)."""

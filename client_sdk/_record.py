@@ -1,8 +1,8 @@
 """The record path shared by ``Client`` and ``Fleet`` devices, and the privacy report.
 
 ``record_into`` is the whole device path for one value: spec lookup, domain
-check, sampling, the budget ledger, randomisation, the queue.  The value is a
-local of this call and of ``DeviceState.prepare`` only.
+check, the device's caps, sampling, the budget ledger, randomisation, the
+queue.  The value is a local of this call and of ``DeviceState.prepare`` only.
 
 >>> Sampler(1.0).keep("m", None), Sampler(0.0).keep("m", None)
 (True, False)
@@ -11,13 +11,16 @@ local of this call and of ``DeviceState.prepare`` only.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from client_sdk._catalog import Catalog
-from client_sdk._device import DeviceState
+from client_sdk._config import PrivacyCaps
+from client_sdk._device import DeviceState, Outcome
 from client_sdk._errors import ConfigError
+from client_sdk._ledger import Spend
 from client_sdk._pipeline import Pipeline
 from client_sdk._results import LifetimeSpend, PrivacyReport, RecordResult, UnitSpend
+from client_sdk._store import Row
 from ldp_core._rng import SYSTEM_RNG, Rng
 from ldp_core.epsilon import adversary_accuracy
 
@@ -56,72 +59,82 @@ def record_into(
     value: object,
     *,
     sampler: Sampler,
+    caps: PrivacyCaps,
     budgets: Mapping[str, float],
     lifetime_budgets: Mapping[str, float],
     now: float,
     rng: Rng | None,
-    persist_charge: bool,
 ) -> RecordResult:
     """The record path shared by ``Client`` and ``Fleet`` devices."""
-    spec = pipeline.catalog.get(metric)
+    catalog = pipeline.catalog
+    spec = catalog.get(metric)
     if spec is None:
         pipeline.refused("unknown_metric")
         return RecordResult("unknown_metric", metric)
-    index = pipeline.catalog.index_of(spec, value)
+    if catalog.conflicted(metric):
+        pipeline.refused("spec_conflict")
+        return RecordResult("spec_conflict", metric)
+    if not caps.allows(spec.epsilon, spec.epsilon_inf):
+        pipeline.refused("spec_over_cap", warn=(f"cap|{metric}", (
+            f"metric {metric}: epsilon {spec.epsilon:g}"
+            + ("" if spec.epsilon_inf is None else f", epsilon_inf {spec.epsilon_inf:g}")
+            + f" exceeds this device's caps (epsilon {caps.epsilon:g},"
+            f" epsilon_inf {caps.epsilon_inf:g}): refused, no report")))
+        return RecordResult("spec_over_cap", metric)
+    index = catalog.index_of(spec, value)
     if not sampler.keep(metric, rng):
         pipeline.refused("sampled_out")
         return RecordResult("sampled_out", metric)
-    epoch = spec.epoch_at(now)
-    prepared = device.prepare(
-        spec, index, epoch, budget=budgets.get(metric, spec.epsilon),
-        lifetime_budget=lifetime_budgets.get(metric), persist_charge=persist_charge, rng=rng,
-    )
-    if isinstance(prepared, str):
-        pipeline.refused(prepared)
-        return RecordResult(prepared, metric, epoch)  # type: ignore[arg-type]
-    status = pipeline.enqueue(prepared.row, prepared.lifetime)
-    if status != "queued":
-        device.refund(prepared.unit, prepared.charge, prepared.lifetime)
-        return RecordResult(status, metric, epoch)  # type: ignore[arg-type]
-    key = (metric, epoch)
+    fingerprint = catalog.fingerprint(spec)
+    budget = budgets.get(metric, spec.epsilon)
+    lifetime_budget = lifetime_budgets.get(metric)
+
+    def prepare(spool: Callable[[Row], None] | None) -> Outcome:
+        return device.prepare(spec, fingerprint, index, now, budget=budget,
+                              lifetime_budget=lifetime_budget, spool=spool, rng=rng)
+
+    outcome = pipeline.submit(prepare)
+    if outcome.status == "spec_conflict":  # the ledger knew this version with other params
+        pipeline.warn_once(f"conflict|{metric}|{spec.version}", (
+            f"metric {metric} version {spec.version} differs from the spec this device was"
+            " charged under: refused, no report until a new version"))
+    if outcome.status != "queued":
+        return RecordResult(outcome.status, metric, outcome.epoch)  # type: ignore[arg-type]
+    key = (metric, outcome.epoch)
     result = _QUEUED.get(key)
     if result is None:
         if len(_QUEUED) > 4096:
             _QUEUED.clear()
-        result = _QUEUED[key] = RecordResult("queued", metric, epoch)
+        result = _QUEUED[key] = RecordResult("queued", metric, outcome.epoch)
     return result
 
 
 #: Immutable "queued" results, shared (a RecordResult holds no value).
-_QUEUED: dict[tuple[str, int], RecordResult] = {}
+_QUEUED: dict[tuple[str, int | None], RecordResult] = {}
 
 
 _GENERIC_UNIT = "per device, per metric, per epoch"
 
 
-def build_report(device: DeviceState, catalog: Catalog, budgets: Mapping[str, float],
+def build_report(spend: Spend, catalog: Catalog, budgets: Mapping[str, float],
                  lifetime_budgets: Mapping[str, float]) -> PrivacyReport:
+    """The privacy report of a ledger: per (name, epoch) and per name's lifetime."""
     units = []
-    for (metric, version, epoch), spent in sorted(device.spent.items()):
+    for metric, epoch, spent, reports in spend.units:
         spec = catalog.get(metric)
-        same = spec is not None and spec.version == version
-        unit = spec.unit_text() if spec is not None and same else _GENERIC_UNIT
-        budget = budgets.get(metric, spec.epsilon if spec is not None and same else None)
         units.append(UnitSpend(
-            metric=metric, version=version, epoch=epoch,
-            epoch_start=float(epoch * spec.epoch_seconds) if spec is not None and same else None,
-            unit=unit, reports=device.reports.get((metric, version, epoch), 0), spent=spent,
-            budget=budget, adversary_accuracy=adversary_accuracy(spent) if spent > 0 else 0.5,
-        ))
-    lifetime = []
-    counts: dict[tuple[str, int], int] = {}
-    for metric, version, _key in device.memo_keys:
-        counts[(metric, version)] = counts.get((metric, version), 0) + 1
-    for (metric, version), n in sorted(counts.items()):
-        spent = device.lifetime_spent.get((metric, version), 0.0)
-        lifetime.append(LifetimeSpend(
-            metric=metric, version=version, memoised_values=n, epsilon_inf=spent / n,
-            spent=spent, budget=lifetime_budgets.get(metric),
+            metric=metric, epoch=epoch,
+            epoch_start=None if spec is None else float(epoch * spec.epoch_seconds),
+            unit=_GENERIC_UNIT if spec is None else spec.unit_text(), reports=reports,
+            spent=spent, budget=budgets.get(metric, None if spec is None else spec.epsilon),
             adversary_accuracy=adversary_accuracy(spent) if spent > 0 else 0.5,
         ))
+    lifetime = [
+        LifetimeSpend(
+            metric=metric, memoised_values=n, epsilon_inf=spent / n, spent=spent,
+            budget=lifetime_budgets.get(metric),
+            adversary_accuracy=adversary_accuracy(spent) if spent > 0 else 0.5,
+        )
+        for metric, n, spent in spend.lifetime if n
+    ]
     return PrivacyReport(tuple(units), tuple(lifetime))

@@ -15,8 +15,12 @@ __all__ = ["Counters", "LifetimeSpend", "PrivacyReport", "RecordResult", "Record
            "UnitSpend"]
 
 #: queued                the randomised report is in the queue (and, by default, the spool)
-#: over_budget           refused: the unit (device, metric, epoch) has no epsilon left
-#: over_lifetime_budget  refused: a new memoised value would exceed the lifetime budget
+#: over_budget           refused: the unit (device, metric name, epoch) has no epsilon left
+#: over_lifetime_budget  refused: a new permanent response would exceed the lifetime budget
+#: spec_over_cap         refused: the spec's epsilon or epsilon_inf is above the device's
+#:                       ``PrivacyCaps`` (logged once per metric at WARNING)
+#: spec_conflict         refused: the spec changed under a (name, version) this device
+#:                       already knew; no report until a new version (logged once)
 #: unknown_metric        no spec for this name yet (fetched in the background; see Client)
 #: sampled_out           skipped by ``sample_rate`` before randomising (no epsilon spent)
 #: disabled              ``enabled=False``: nothing is collected
@@ -24,8 +28,8 @@ __all__ = ["Counters", "LifetimeSpend", "PrivacyReport", "RecordResult", "Record
 #: closed                the client was closed
 #: storage_error         the spool could not be written (disk full ...); nothing spent
 RecordStatus = Literal[
-    "queued", "over_budget", "over_lifetime_budget", "unknown_metric", "sampled_out",
-    "disabled", "opted_out", "closed", "storage_error",
+    "queued", "over_budget", "over_lifetime_budget", "spec_over_cap", "spec_conflict",
+    "unknown_metric", "sampled_out", "disabled", "opted_out", "closed", "storage_error",
 ]
 
 
@@ -80,10 +84,10 @@ class Counters:
 
 @dataclass(frozen=True)
 class UnitSpend:
-    """Epsilon spent in one unit of privacy (this device, one metric, one epoch)."""
+    """Epsilon spent in one unit of privacy (this device, one metric name, one epoch),
+    whatever spec versions the reports were made under."""
 
     metric: str
-    version: int
     epoch: int
     epoch_start: float | None
     unit: str
@@ -95,10 +99,11 @@ class UnitSpend:
 
 @dataclass(frozen=True)
 class LifetimeSpend:
-    """Lifetime epsilon of a memoised metric: epsilon_inf per distinct memoised value."""
+    """Lifetime epsilon of a memoised metric name: epsilon_inf per permanent response drawn
+    (one per distinct value and mechanism fingerprint, and again after an opt-in);
+    ``epsilon_inf`` is their mean, ``spent`` their sum."""
 
     metric: str
-    version: int
     memoised_values: int
     epsilon_inf: float
     spent: float
@@ -120,14 +125,14 @@ class PrivacyReport:
         }
 
     def __str__(self) -> str:
-        lines = [f"{'metric':<24} {'ver':>3} {'epoch':>7} {'reports':>7} {'epsilon':>9}"
+        lines = [f"{'metric':<24} {'epoch':>7} {'reports':>7} {'epsilon':>9}"
                  f" {'budget':>8} {'adv.acc':>7}  unit"]
         for u in self.units:
             budget = "-" if u.budget is None else f"{u.budget:.4g}"
-            lines.append(f"{u.metric:<24} {u.version:>3} {u.epoch:>7} {u.reports:>7}"
+            lines.append(f"{u.metric:<24} {u.epoch:>7} {u.reports:>7}"
                          f" {u.spent:>9.4g} {budget:>8} {u.adversary_accuracy:>7.3f}  {u.unit}")
         for x in self.lifetime:
-            lines.append(f"{x.metric:<24} {x.version:>3} lifetime: {x.memoised_values} memoised"
+            lines.append(f"{x.metric:<24} lifetime: {x.memoised_values} memoised"
                          f" value(s) x eps_inf {x.epsilon_inf:.4g} = {x.spent:.4g}"
                          f" (adv.acc {x.adversary_accuracy:.3f})")
         return "\n".join(lines)

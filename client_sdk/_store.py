@@ -6,14 +6,22 @@ Tables (nothing in them is a true value, an IP address or a device id):
   oldest first, with a lease so that two processes sharing the file (a fork,
   a restart after a crash) never send the same row at the same time.  Re-sends
   after a crash are harmless: the collector counts a report_id once.
-- ``ledger``: epsilon spent per (metric, version, epoch), written by a trigger
-  in the same statement that spools the report, so a report and its charge
-  persist or vanish together.
-- ``lifetime``: for memoised (longitudinal) metrics, one row per distinct
-  memoised value, keyed by an HMAC of the value under the device secret.
+- ``budget``: epsilon spent per (metric name, epoch): the unit of privacy is the
+  name, whatever the spec version.
+- ``lifetime``: for memoised (longitudinal) metrics, one row per permanent
+  response ever drawn, keyed by an HMAC of (mechanism fingerprint, value) under
+  the device secret, with its epsilon_inf.  Kept across opt-out.
+- ``names``: per metric name, the start (unix seconds) of the latest epoch
+  charged: epochs never move backwards, whatever the wall clock says.
+- ``versions``: the mechanism fingerprint each (name, version) had when it was
+  first charged: a spec changed under its version is refused.
 
-``secure_delete`` is on, so purged rows are overwritten on disk.  Needs
-sqlite >= 3.24 (upsert); Python's bundled sqlite has had it since 2018.
+``client_sdk._ledger.SqliteLedger`` reads and charges them in one
+``BEGIN IMMEDIATE`` transaction (with the spooled report, in durability
+"record"), so two Clients, a forked child or another process never spend one
+unit twice.  Every file is created 0600.  ``secure_delete`` is on, so purged
+rows are overwritten on disk.  Needs sqlite >= 3.24 (upsert); Python's bundled
+sqlite has had it since 2018.
 
 >>> s = Store(None, max_reports=2, max_bytes=10**6)
 >>> s.write([Row("a" * 32, "m", 1, 7, "t" * 64, "1", 1.0)])
@@ -27,16 +35,17 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from client_sdk._errors import StateError
 
-__all__ = ["Claimed", "LedgerRow", "Row", "Store"]
+__all__ = ["Claimed", "Row", "Store", "private_file"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spool (
@@ -52,35 +61,56 @@ CREATE TABLE IF NOT EXISTS spool (
     lease_until REAL NOT NULL DEFAULT 0,
     lease_pid INTEGER NOT NULL DEFAULT 0
 );
-CREATE TABLE IF NOT EXISTS ledger (
+CREATE TABLE IF NOT EXISTS budget (
     metric TEXT NOT NULL,
-    version INTEGER NOT NULL,
     epoch INTEGER NOT NULL,
     spent REAL NOT NULL,
     reports INTEGER NOT NULL,
-    PRIMARY KEY (metric, version, epoch)
+    PRIMARY KEY (metric, epoch)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lifetime (
     metric TEXT NOT NULL,
-    version INTEGER NOT NULL,
     value_key TEXT NOT NULL,
     epsilon_inf REAL NOT NULL,
-    PRIMARY KEY (metric, version, value_key)
+    PRIMARY KEY (metric, value_key)
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS charge_ledger AFTER INSERT ON spool WHEN new.charge > 0
-BEGIN
-    INSERT INTO ledger (metric, version, epoch, spent, reports)
-    VALUES (new.metric, new.version, new.epoch, new.charge, 1)
-    ON CONFLICT (metric, version, epoch)
-    DO UPDATE SET spent = spent + excluded.spent, reports = reports + 1;
-END;
+CREATE TABLE IF NOT EXISTS names (
+    metric TEXT PRIMARY KEY,
+    high_water REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS versions (
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    PRIMARY KEY (metric, version)
+) WITHOUT ROWID;
+"""
+
+#: Schema 1 (ledger and lifetime keyed by version, a trigger charging on insert) to 2.
+#: Charges move to the name; old lifetime keys stay charged (their permanent responses
+#: were drawn under the old context, so a value memoised before is drawn, and charged,
+#: anew); the per-name high-water mark starts unknown (0).
+_MIGRATE_1 = """
+DROP TRIGGER IF EXISTS charge_ledger;
+INSERT INTO budget (metric, epoch, spent, reports)
+    SELECT metric, epoch, SUM(spent), SUM(reports) FROM ledger GROUP BY metric, epoch;
+DROP TABLE ledger;
+ALTER TABLE lifetime RENAME TO lifetime_v1;
+CREATE TABLE lifetime (
+    metric TEXT NOT NULL,
+    value_key TEXT NOT NULL,
+    epsilon_inf REAL NOT NULL,
+    PRIMARY KEY (metric, value_key)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO lifetime SELECT metric, value_key, epsilon_inf FROM lifetime_v1;
+DROP TABLE lifetime_v1;
 """
 
 _INSERT = (
     "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, size)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Fixed per-row overhead counted against the byte quota (ids, token, keys).
 ROW_OVERHEAD = 140
 
@@ -117,15 +147,6 @@ class Claimed:
     payload: str
 
 
-@dataclass(frozen=True)
-class LedgerRow:
-    metric: str
-    version: int
-    epoch: int
-    spent: float
-    reports: int
-
-
 class Store:
     """The spool and ledger of one state directory (``path=None``: in memory)."""
 
@@ -142,6 +163,8 @@ class Store:
 
     def _connect(self) -> sqlite3.Connection:
         target = ":memory:" if self.path is None else str(self.path)
+        if self.path is not None:
+            _tighten(self.path)
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=10.0)
         # Small pages: a commit writes a few 1 KiB WAL frames instead of 4 KiB ones
         # (only takes effect when the file is created).
@@ -150,13 +173,34 @@ class Store:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA secure_delete=ON")
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version > SCHEMA_VERSION:
+        try:
+            self._upgrade(conn, target)
+        except BaseException:
             conn.close()
-            raise StateError(f"{target} was written by a newer SDK (schema {version})")
-        conn.executescript(_SCHEMA)
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            raise
         return conn
+
+    @staticmethod
+    def _upgrade(conn: sqlite3.Connection, target: str) -> None:
+        """Create or migrate the schema, once, whoever else opens the file meanwhile."""
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            if version > SCHEMA_VERSION:
+                raise StateError(f"{target} was written by a newer SDK (schema {version})")
+            for statement in _statements(_SCHEMA):
+                conn.execute(statement)
+            if version == 1:
+                for statement in _statements(_MIGRATE_1):
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def reopen_after_fork(self) -> None:
         """In a forked child: a connection of its own (an in-memory store starts empty).
@@ -171,31 +215,50 @@ class Store:
 
     # -- writing ---------------------------------------------------------------------
 
-    def write(self, rows: Sequence[Row], lifetime: Iterable[tuple[str, int, str, float]] = ()
-              ) -> int:
-        """Spool ``rows`` (and charge the ledger) in one transaction; returns how many
-        old reports the quotas dropped."""
-        extra = list(lifetime)
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception), holding this
+        Store's lock: the write lock of the file, against every other connection."""
         with self._lock:
             conn = self._conn
-            if len(rows) == 1 and not extra:
-                conn.execute(_INSERT, _values(rows[0]))
-            else:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executemany(_INSERT, [_values(r) for r in rows])
-                    conn.executemany(
-                        "INSERT OR IGNORE INTO lifetime VALUES (?, ?, ?, ?)", extra
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                    raise
+                raise
+
+    def insert(self, row: Row) -> None:
+        """Spool one row (inside ``transaction()`` it commits with it); then ``added``."""
+        with self._lock:
+            self._conn.execute(_INSERT, _values(row))
+
+    def added(self, rows: Sequence[Row]) -> int:
+        """Account for committed rows; returns how many old reports the quotas dropped."""
+        with self._lock:
             self._count += len(rows)
             self._bytes += sum(r.size for r in rows)
             if self._count > self.max_reports or self._bytes > self.max_bytes:
                 return self._trim()
             return 0
+
+    def write(self, rows: Sequence[Row]) -> int:
+        """Spool ``rows`` in one transaction; returns how many old reports the quotas
+        dropped."""
+        with self._lock:
+            if len(rows) == 1:
+                self._conn.execute(_INSERT, _values(rows[0]))
+            else:
+                with self.transaction() as conn:
+                    conn.executemany(_INSERT, [_values(r) for r in rows])
+            return self.added(rows)
+
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read statement (the ledger's reports)."""
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
 
     def _trim(self) -> int:
         self._resync()
@@ -274,35 +337,18 @@ class Store:
             ).fetchone()
         return int(n)
 
-    # -- ledger ----------------------------------------------------------------------
-
-    def ledger(self) -> list[LedgerRow]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT metric, version, epoch, spent, reports FROM ledger"
-                " ORDER BY metric, version, epoch"
-            ).fetchall()
-        return [LedgerRow(*r) for r in rows]
-
-    def lifetime(self) -> list[tuple[str, int, str, float]]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT metric, version, value_key, epsilon_inf FROM lifetime"
-            ).fetchall()
-        return [(str(m), int(v), str(k), float(e)) for m, v, k, e in rows]
-
     # -- purging ---------------------------------------------------------------------
 
-    def purge(self, *, memo: bool) -> int:
-        """Delete every spooled report (and the memo ledger); returns how many reports."""
+    def purge(self) -> int:
+        """Delete every spooled report; returns how many.  The ledger stays: it holds
+        epsilon spent and HMAC keys, no value, and an opt-out must not reset it."""
         with self._lock:
             self._resync()
             dropped = self._count
             self._conn.execute("DELETE FROM spool")
-            if memo:
-                self._conn.execute("DELETE FROM lifetime")
             if self.path is not None:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                _tighten(self.path)
             self._resync()
             return dropped
 
@@ -328,6 +374,32 @@ class Store:
                     self._conn.execute(
                         "UPDATE spool SET lease_until = 0 WHERE lease_pid = ?", (pid,)
                     )
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty (0600) if absent, else make it 0600."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _tighten(db: Path) -> None:
+    """The database file 0600 (created so if new), and its -wal/-shm if they exist
+    (sqlite creates them with the database file's mode)."""
+    try:
+        private_file(db)
+        for suffix in ("-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f"{db}{suffix}", 0o600)
+    except OSError as exc:
+        raise StateError(f"cannot secure {db}: {exc}") from None
+
+
+def _statements(script: str) -> list[str]:
+    return [x.strip() for x in script.split(";") if x.strip()]
 
 
 def _values(row: Row) -> tuple[object, ...]:

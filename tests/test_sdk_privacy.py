@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from client_sdk import Client, DeliveryConfig
+from client_sdk._device import memo_context, payload_text
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import device_token
@@ -121,35 +123,49 @@ def test_device_secret_is_private_and_tokens_follow_the_contract(tmp_path: Path)
     assert (other / "device_secret").read_bytes() != secret
 
 
-def test_memoised_metric_reuses_its_permanent_response(tmp_path: Path) -> None:
-    """Reporting one value every epoch never averages away the permanent noise.
+#: A memoised OUE over 512 values: two independent permanent responses of one value
+#: are equal with probability (1/2) (1 - 2q(1-q))^511 = 5e-9 (q = 1/(1+e^4) = 0.01799).
+WIDE = {"name": "wide", "kind": "categorical", "domain": [f"w{i}" for i in range(512)],
+        "epsilon": 1.0, "mechanism": "oue", "longitudinal": {"epsilon_inf": 4.0}}
 
-    theme: OUE over 3 values, eps_inf = 4 (permanent: p = 1/2, q = 1/(1+e^4)),
-    eps_1 = 1.  Check the memo directly: the permanent response is a function of
-    (secret, metric|version, value), identical across restarts and never stored.
+
+def test_memoised_responses_survive_restarts(tmp_path: Path) -> None:
+    """A value's permanent response is the same after a restart (a function of the
+    persisted secret and the memo context, never stored).
+
+    Every record draws its instantaneous step from ``Random(seed)``.  OUE's IRR keeps
+    bit i iff its own word is < keep, so with equal seeds two reports are equal iff
+    the two permanent bit vectors are.  Three reports made before the restart (seeds
+    1-3) are kept; three made after it, in later epochs, with the same seeds must be
+    equal to them.  A redrawn permanent response (a new secret, a context that moved)
+    passes with probability < 5e-9 (see WIDE), the false-pass rate of this test.
     """
-    clock = Clock()
-    c = offline(tmp_path, clock=clock)
-    try:
-        spec = MetricSpec.from_json(next(s for s in specs() if s["name"] == "theme"))
-        m = spec.build()
-        secret = (tmp_path / "device_secret").read_bytes()
-        context = f"{spec.name}|{spec.version}"
-        permanent = m.permanent_response(1, secret, context)  # type: ignore[attr-defined]
-        for _ in range(5):
-            assert c.record("theme", BROWSERS[1]).ok
-            clock.t += DAY
-        report = c.privacy_report()
-        (life,) = report.lifetime
-        assert (life.memoised_values, life.spent) == (1, 4.0)  # one value: eps_inf once
-        assert c.record("theme", BROWSERS[2]).ok
-        (life,) = c.privacy_report().lifetime
-        assert (life.memoised_values, life.spent) == (2, 8.0)
-        # The permanent response is the same whatever the rng of the instantaneous step.
-        again = m.permanent_response(1, secret, context)  # type: ignore[attr-defined]
-        assert again == permanent
-    finally:
-        c.close(0)
+    clock, rng = Clock(), random.Random()
+    spec = MetricSpec.from_json(WIDE)
+
+    def three_reports() -> list[str]:
+        c = offline(tmp_path, clock=clock, rng=rng, metrics=[WIDE])
+        try:
+            out = []
+            for seed in (1, 2, 3):
+                rng.seed(seed)
+                assert c.record("wide", "w300").ok
+                clock.t += DAY
+            out = [row[6] for row in spool_rows(tmp_path)[-3:]]
+            (life,) = c.privacy_report().lifetime
+            assert (life.memoised_values, life.spent) == (1, 4.0)  # one draw, charged once
+            return out
+        finally:
+            c.close(0)
+
+    before = three_reports()
+    secret = (tmp_path / "device_secret").read_bytes()
+    m = spec.build()
+    assert before == [  # and they are the documented derivation: memo_context, not version
+        payload_text(m.encode(m.randomize_memoised(  # type: ignore[attr-defined]
+            300, secret, memo_context(spec), rng=random.Random(seed)))) for seed in (1, 2, 3)]
+    assert three_reports() == before  # after a restart: the same permanent response
+    assert len(set(before)) == 3  # the instantaneous step did vary
 
 
 def test_lifetime_budget_refuses_a_new_memoised_value(tmp_path: Path) -> None:
@@ -194,7 +210,7 @@ def test_enabled_false_collects_nothing(tmp_path: Path, server: ScriptedCollecto
     assert server.requests == []
 
 
-def test_opt_out_purges_queue_spool_and_memo_and_stops(
+def test_opt_out_purges_queue_spool_and_secret_and_stops(
     tmp_path: Path, server: ScriptedCollector
 ) -> None:
     c = Client(
@@ -216,8 +232,8 @@ def test_opt_out_purges_queue_spool_and_memo_and_stops(
         assert not (tmp_path / "device_secret").exists()
         import sqlite3
 
-        conn = sqlite3.connect(tmp_path / "spool.sqlite3")
-        assert conn.execute("SELECT COUNT(*) FROM lifetime").fetchone() == (0,)
+        conn = sqlite3.connect(tmp_path / "spool.sqlite3")  # kept: HMACs, no value
+        assert conn.execute("SELECT COUNT(*) FROM lifetime").fetchone() == (1,)
         conn.close()
         assert c.counters().dropped == {"opt_out": 3}
         assert c.record("dark_mode", True).status == "opted_out"
@@ -241,12 +257,28 @@ def test_opt_out_purges_queue_spool_and_memo_and_stops(
 def test_no_true_value_in_spool_memo_state_or_logs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Nothing the device keeps or logs carries a true value.
+
+    True values: browser = BROWSERS[0] (GRR, index 0 on the wire), theme = BROWSERS[1]
+    (memoised OUE, index 1), session_minutes = 12.3456789 (one-bit mean); n = 40 epochs.
+
+    1. No state file (but the spec cache, which lists the domain) and no log line holds
+       a label or the number's text.
+    2. Every spooled payload decodes as a report of its metric's mechanism, and a one-bit
+       mean payload is exactly 0 or 1: a spooled number, label or bare index fails.
+    3. The true index is not what is spooled: a GRR(eps=1, d=3) report equals the true
+       index with probability e/(e+2) = 0.576, so all 40 with probability 2.6e-10; a
+       memoised OUE report equals the one-hot true vector with probability at most
+       k^3 = 0.405 per epoch (k = the IRR keep, 0.7397), all 40: < 1e-15.  A device
+       that spooled its true values fails both; false alarms < 3e-10 in all.
+    """
     caplog.set_level(logging.DEBUG)
     clock = Clock()
     c = offline(tmp_path, clock=clock, delivery=DeliveryConfig(backoff_base=0.01))
     minutes = 12.3456789
+    n = 40
     try:
-        for _ in range(3):
+        for _ in range(n):
             assert c.record("browser", BROWSERS[0]).ok
             assert c.record("theme", BROWSERS[1]).ok
             assert c.record("session_minutes", minutes).ok
@@ -254,7 +286,7 @@ def test_no_true_value_in_spool_memo_state_or_logs(
         c.flush(0.3)  # fails: log lines are written
     finally:
         c.close(0.1)
-    leaks = [BROWSERS[0], BROWSERS[1], repr(minutes), "12.345"]
+    leaks = [BROWSERS[0], BROWSERS[1], repr(minutes), "12.3456", "12.346", "1.2345"]
     for path in tmp_path.iterdir():
         if path.name == "metrics.json":  # the spec lists the domain itself
             continue
@@ -264,13 +296,18 @@ def test_no_true_value_in_spool_memo_state_or_logs(
     assert caplog.records, "the failed delivery should have logged something"
     for leak in leaks:
         assert leak not in caplog.text
-    # What is spooled is the randomised report and routing only.
     rows = spool_rows(tmp_path)
-    assert {r[2] for r in rows} == {"browser", "theme", "session_minutes"}
-    assert all(
-        set(r[6]) <= set('0123456789"[],-_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz')
-        for r in rows
-    )
+    by_metric: dict[str, list[Any]] = {}
+    mechanisms = {s["name"]: MetricSpec.from_json(s).build() for s in specs()}
+    for row in rows:
+        metric, payload = row[2], row[6]
+        by_metric.setdefault(metric, []).append(
+            mechanisms[metric].decode(json.loads(payload)))
+    assert {k: len(v) for k, v in by_metric.items()} == {
+        "browser": n, "theme": n, "session_minutes": n}
+    assert {r[6] for r in rows if r[2] == "session_minutes"} <= {"0", "1"}
+    assert by_metric["browser"].count(0) < n
+    assert by_metric["theme"].count((1,)) < n
 
 
 def test_grr_reports_are_randomised_on_the_device(tmp_path: Path) -> None:
@@ -308,7 +345,7 @@ FLAG = {"name": "flag", "kind": "boolean", "epsilon": 0.5, "mechanism": "binary_
 
 
 def test_sdk_uses_the_memoised_path_with_the_device_secret(tmp_path: Path) -> None:
-    """The report equals randomize_memoised(index, secret, "metric|version") drawn
+    """The report equals randomize_memoised(index, secret, memo_context(spec)) drawn
     with the same instantaneous randomness: the SDK wires memoisation as specified."""
     clock = Clock()
     c = offline(tmp_path, clock=clock, rng=random.Random(42))
@@ -319,7 +356,8 @@ def test_sdk_uses_the_memoised_path_with_the_device_secret(tmp_path: Path) -> No
     spec = MetricSpec.from_json(next(s for s in specs() if s["name"] == "theme"))
     m = spec.build()
     secret = (tmp_path / "device_secret").read_bytes()
-    expected = m.randomize_memoised(2, secret, "theme|1", rng=random.Random(42))  # type: ignore[attr-defined]
+    expected = m.randomize_memoised(  # type: ignore[attr-defined]
+        2, secret, memo_context(spec), rng=random.Random(42))
     (row,) = spool_rows(tmp_path)
     assert row[6] == f'"{m.encode(expected)}"'
 
@@ -341,7 +379,7 @@ def test_memoised_reports_never_average_to_the_true_value() -> None:
     m = spec.build()
     for _ in range(3000):
         secret = os.urandom(32)
-        if m.permanent_response(1, secret, "flag|1") == 0:  # type: ignore[attr-defined]
+        if m.permanent_response(1, secret, memo_context(spec)) == 0:  # type: ignore[attr-defined]
             break
     else:
         raise AssertionError("no device with a flipped permanent bit in 3000 tries")
