@@ -5,7 +5,7 @@ problem+json answers raised by the dependencies (401 without an analyst key,
 404 unknown metric, 422 invalid_query, 503 store_unavailable with
 Retry-After), the bearer scheme, the dashboard's redirects and login page, or
 the stylesheet's media type.  ``install_openapi`` adds them, so that every
-answer matches the document (tests/test_schema_aggregator.py runs
+answer matches the document (tests/aggregator/test_schema_aggregator.py runs
 schemathesis against it).
 """
 

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/bench_accuracy.py`` (part of ``ldp bench``).
 The same experiments, with their pass/fail bands, are tests in
-tests/test_estimation.py; this script prints the measured figures.
+tests/aggregator/test_estimation.py; this script prints the measured figures.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/bench_window_coverage.py [replications]``
 (default 100,000; about 3 s).  The experiment is the one of
-tests/test_window_coverage.py (exact simulation of the support count of a
+tests/aggregator/test_window_coverage.py (exact simulation of the support count of a
 1000-device fleet that reports one fixed value in every epoch; eps_1 = 1,
 eps_inf = 2): for each mechanism and window of T epochs it prints the
 coverage with the window variance (``estimate(..., epochs=T)``), the coverage
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._table import header, table
-from tests.test_window_coverage import CASES, REPLICATIONS, WINDOWS, coverage
+from tests.aggregator.test_window_coverage import CASES, REPLICATIONS, WINDOWS, coverage
 
 
 def coverage_table(replications: int = REPLICATIONS) -> str:

@@ -2,7 +2,7 @@
 
 The handlers read raw bodies (streamed, size-limited, maybe gzip) instead of
 pydantic models, so FastAPI cannot derive the document; it is kept here, next
-to the code, and served at GET /openapi.json.  tests/test_schema_collector.py
+to the code, and served at GET /openapi.json.  tests/collector/test_schema_collector.py
 runs schemathesis against it: every answer must match what it declares.
 """
 

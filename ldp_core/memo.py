@@ -30,7 +30,7 @@ MIN_SECRET_BYTES = 16
 class HmacDrbg:
     """HMAC_DRBG with SHA-256 (NIST SP 800-90A, no reseed): exact integers.
 
-    Checked against the NIST CAVP vectors (tests/test_longitudinal.py).
+    Checked against the NIST CAVP vectors (tests/ldp_core/test_longitudinal.py).
 
     Satisfies ``Rng``, so a mechanism's own ``_perturb`` (integer thresholds)
     draws the permanent response from it unchanged.

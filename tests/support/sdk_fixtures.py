@@ -1,4 +1,4 @@
-"""Specs and helpers shared by the SDK tests (tests/test_sdk_*.py)."""
+"""Specs and helpers shared by the SDK tests (tests/client_sdk/)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ depend on, with n = T x 1000 fixed):
   (p2, q2) come from the mechanism's own exact channels, (p*, q*) = m.channel
   and (p1, q1) = m.permanent.channel: p2 - q2 = (p* - q*)/(p1 - q1),
   q2 = p* - p1 (p2 - q2); ``two_level_law`` checks q* = q2 + q1 (p2 - q2)
-  exactly, and tests/test_window_memoised.py ties the law to the real samplers.
+  exactly, and tests/aggregator/test_window_memoised.py ties the law to the real samplers.
   For 1BitMean pi_i = P[B' = 1 | x_i] = ``m.permanent.one_probability(x_i)``.
 - one level: every report is an independent draw, so C(u) is Bin(T c, p*) +
   Bin(T (N - c), q*) (per value group for the mean).

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OURS = ("ldp_core", "client_sdk", "ldp_server", "collector", "aggregator", "ldp_cli")
 ALLOWED = {
     "ldp_core": ("ldp_core",),

@@ -8,7 +8,7 @@ pass schemathesis' checks: no 5xx, documented status codes, content types,
 headers and bodies, invalid data rejected.  1000 cases for each operation
 with input (the estimates, the comparison, the dashboard and the sign-in
 form), 5 for those without (hypothesis stops at the few distinct cases there
-are); the role matrix (tests/test_security_access.py) covers signing in with
+are); the role matrix (tests/system/test_security_access.py) covers signing in with
 a real key.
 Counts per operation go to test-artifacts/schemathesis-aggregator.json.
 """

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 
 from ldp_core import Mechanism, longitudinal
+from tests.aggregator.test_window_coverage import EPS, EPS_INF, HI, LO, two_level_law
 from tests.stats import z_for
-from tests.test_window_coverage import EPS, EPS_INF, HI, LO, two_level_law
 
 DEVICES = 20_000
 CHECKS = 24  # 6 mechanisms x 2 laws x (covariance, mean)

@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import bench_core, bench_memory, bench_peers, loadgen, run_all  # noqa: E402
