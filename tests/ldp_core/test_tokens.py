@@ -1,0 +1,130 @@
+"""Blind RSA report tokens against RFC 9474's own test vector, and the token layer.
+
+The vector (tests/ldp_core/data/rfc9474_a3_pss_deterministic.json) is RFC 9474
+Appendix A.3, RSABSSA-SHA384-PSS-Deterministic, copied from the RFC text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ldp_core import tokens
+from ldp_core.tokens import PublicKey, TokenError
+from ldp_server.tokens import TokenKey, Verifier
+
+VECTOR = json.loads((Path(__file__).parent / "data/rfc9474_a3_pss_deterministic.json").read_text())
+
+
+def hx(name: str) -> bytes:
+    return bytes.fromhex(VECTOR[name])
+
+
+def vector_key() -> PublicKey:
+    return PublicKey(int(VECTOR["n"], 16), int(VECTOR["e"], 16))
+
+
+def test_pss_encoding_matches_the_rfc_vector() -> None:
+    key = vector_key()
+    em = tokens.emsa_pss_encode(hx("msg"), key.n.bit_length() - 1, hx("salt"))
+    assert em.hex() == VECTOR["encoded_msg"]
+    assert tokens.emsa_pss_verify(hx("msg"), em, key.n.bit_length() - 1)
+
+
+def test_blind_matches_the_rfc_vector() -> None:
+    key = vector_key()
+    blinded, inv = tokens.blind(key, hx("msg"), salt=hx("salt"), inv=int(VECTOR["inv"], 16))
+    assert blinded.hex() == VECTOR["blinded_msg"]
+    assert inv == int(VECTOR["inv"], 16)
+
+
+def test_blind_sign_matches_the_rfc_vector() -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    p, q, d = (int(VECTOR[x], 16) for x in ("p", "q", "d"))
+    e, n = int(VECTOR["e"], 16), int(VECTOR["n"], 16)
+    private = rsa.RSAPrivateNumbers(
+        p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q),
+        rsa.RSAPublicNumbers(e, n),
+    ).private_key()
+    assert TokenKey(private).blind_sign(hx("blinded_msg")).hex() == VECTOR["blind_sig"]
+
+
+def test_finalize_matches_the_rfc_vector_and_openssl_agrees() -> None:
+    key = vector_key()
+    sig = tokens.finalize(key, hx("msg"), hx("blind_sig"), int(VECTOR["inv"], 16))
+    assert sig.hex() == VECTOR["sig"]
+    assert tokens.verify(key, hx("msg"), sig)
+    # The same signature checks with OpenSSL's RSASSA-PSS (what the collector uses).
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+    public = rsa.RSAPublicNumbers(key.e, key.n).public_key()
+    public.verify(sig, hx("msg"), padding.PSS(padding.MGF1(hashes.SHA384()), 48),
+                  hashes.SHA384())
+
+
+def test_finalize_refuses_a_wrong_blind_signature() -> None:
+    key = vector_key()
+    bad = bytearray(hx("blind_sig"))
+    bad[-1] ^= 1
+    with pytest.raises(TokenError, match="does not verify"):
+        tokens.finalize(key, hx("msg"), bytes(bad), int(VECTOR["inv"], 16))
+    assert not tokens.verify(key, hx("msg")[:-1] + b"\x00", hx("sig"))
+
+
+@pytest.fixture(scope="module")
+def issuer() -> TokenKey:
+    return TokenKey.generate(2048)
+
+
+def test_a_token_verifies_for_its_unit_only(issuer: TokenKey) -> None:
+    pending = tokens.prepare(issuer.public, "browser", 1, 100)
+    token = tokens.wire_token(issuer.public, pending, issuer.blind_sign(pending.blinded))
+    verifier = Verifier([issuer.public])
+    assert verifier.check(token, "browser", 1, 100) == pending.nonce
+    for unit in (("browser", 1, 101), ("browser", 2, 100), ("page", 1, 100)):
+        assert verifier.check(token, *unit) is None, unit
+    assert verifier.check(token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1],
+                          "browser", 1, 100) is None
+    assert verifier.check("x" * len(token), "browser", 1, 100) is None
+    assert verifier.check(7, "browser", 1, 100) is None
+
+
+def test_other_keys_tokens_are_refused_and_rotation_keeps_both(issuer: TokenKey) -> None:
+    other = TokenKey.generate(2048)
+    pending = tokens.prepare(other.public, "m", 1, 5)
+    token = tokens.wire_token(other.public, pending, other.blind_sign(pending.blinded))
+    assert Verifier([issuer.public]).check(token, "m", 1, 5) is None
+    assert Verifier([issuer.public, other.public]).check(token, "m", 1, 5) == pending.nonce
+
+
+def test_the_issuer_sees_nothing_of_the_token(issuer: TokenKey) -> None:
+    """Unlinkability: the blinded message is a uniform residue, independent of the token.
+
+    Two requests for the same unit give blinded messages that share nothing, and
+    neither contains the nonce or the final signature.
+    """
+    a = tokens.prepare(issuer.public, "m", 1, 5)
+    b = tokens.prepare(issuer.public, "m", 1, 5)
+    sig_a = issuer.blind_sign(a.blinded)
+    token = tokens.wire_token(issuer.public, a, sig_a)
+    assert a.blinded != b.blinded
+    assert a.nonce not in a.blinded
+    assert tokens.parse_wire_token(token, 256)[1] not in (sig_a, a.blinded)
+
+
+def test_blind_sign_refuses_out_of_range_input(issuer: TokenKey) -> None:
+    with pytest.raises(TokenError, match="must hold 256 bytes"):
+        issuer.blind_sign(b"\x01" * 10)
+    with pytest.raises(TokenError, match="not below the modulus"):
+        issuer.blind_sign(b"\xff" * 256)
+
+
+def test_public_key_json_round_trip_checks_the_key_id(issuer: TokenKey) -> None:
+    body = issuer.public.to_json()
+    assert PublicKey.from_json(body) == issuer.public
+    with pytest.raises(TokenError, match="key_id"):
+        PublicKey.from_json({**body, "key_id": "00" * 32})
