@@ -15,13 +15,15 @@ Endpoints (keys as ``Authorization: Bearer <key>``), one router per resource:
     GET  /v1/metrics/{name}       spec_json; ?version=N for an older one       (ingest|admin)
     POST /v1/metrics              create: 201 new, 200 identical, 422 invalid  (admin)
     POST /v1/reports              a columnar batch (ldp_core.wire), <= 1000    (ingest)
+    GET  /v1/tokens/key           the token issuer's public key               (ingest|admin)
+    POST /v1/tokens               blind-sign report tokens (collector.tokens)  (ingest + device)
 
 ``routers.health``, ``routers.metrics`` and ``routers.reports`` hold them;
 ``deps`` the typed dependencies (settings, store, runtime, role checks).
 
 Per-report rejection codes (POST /v1/reports results): unknown_metric,
 unknown_version, bad_epoch, epoch_in_future, epoch_expired, bad_report_id,
-bad_token, token_reused, and the mechanism's: payload_type,
+bad_token (malformed, or not signed for the report's unit), and the mechanism's: payload_type,
 bucket_out_of_range, seed_out_of_range, bitvector_length, payload_encoding,
 bit_out_of_range; and implausible_report (more set bits than an honest unary
 report has but with probability 1e-9: refused, and counted per metric-epoch,
@@ -55,10 +57,11 @@ from starlette.responses import Response
 
 from collector.deps import Runtime
 from collector.logs import configure, log_event
-from collector.routers import health, metrics, reports
+from collector.routers import health, metrics, reports, tokens
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import Telemetry
+from collector.tokens import TokenService, load_token_key
 from ldp_server.keys import KeyRing, RateLimiter
 from ldp_server.problems import Problem, install_handlers, problem_response
 from ldp_server.redis_client import install_store_handlers
@@ -95,9 +98,12 @@ def create_app(
             settings.redis_client(),
             shards=settings.shards,
             retention_seconds=settings.retention_days * 86400 + 86400,
+            acceptance_seconds=settings.acceptance_hours * 3600,
             secret=settings.secret_bytes(),
         )
         app.state.store = store
+        app.state.tokens = TokenService.of(
+            await load_token_key(store.client, settings.token_key_file))
         ready = await store.ready()
         log_event(log, "collector_started", env=settings.env, redis=settings.redis_target,
                   redis_ready=ready, shards=settings.shards)
@@ -121,7 +127,7 @@ def create_app(
             max_age=600,
         )
     _install_errors(app, runtime)
-    for module in (health, metrics, reports):
+    for module in (health, metrics, reports, tokens):
         app.include_router(module.router)
     return app
 

@@ -10,9 +10,14 @@ Validation of one report, in this order (the first failure is its code):
     unknown_version     the name exists, the version does not (or is not an int)
     bad_epoch           epoch is not an integer
     epoch_in_future     epoch > current epoch + clock skew (default 1 epoch)
-    epoch_expired       epoch older than the retention (default 31 days of epochs)
+    epoch_expired       the epoch ended more than the acceptance window ago
+                        (LDP_ACCEPTANCE_HOURS, default 96 h; its per-report
+                        state is gone) or is older than the retention
     bad_report_id       report_id is not 32 lowercase hex characters
-    bad_token           token is not 64 lowercase hex characters
+    bad_token           token is not base64url text of 43..1400 characters; later
+                        (``collector.tokens``, off the event loop) also a token
+                        whose signature does not verify for the report's metric,
+                        version and epoch
     <mechanism code>    ``spec.build().decode(payload)`` raised ReportError(code):
                         payload_type, bucket_out_of_range, seed_out_of_range,
                         bitvector_length, payload_encoding, bit_out_of_range
@@ -55,9 +60,9 @@ __all__ = [
 ]
 
 _REPORT_ID = re.compile(r"[0-9a-f]{32}")
-_TOKEN = re.compile(r"[0-9a-f]{64}")
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{43,1400}")
 _REPORT_IDS = re.compile(r"(?:[0-9a-f]{32}\n)*")
-_TOKENS = re.compile(r"(?:[0-9a-f]{64}\n)*")
+_TOKENS = re.compile(r"(?:[A-Za-z0-9_-]{43,1400}\n)*")
 
 
 def _always(value: str) -> bool:
@@ -122,17 +127,22 @@ def _too_large(limit: int) -> Problem:
 
 @dataclass(frozen=True)
 class EpochWindow:
-    """Epochs accepted at a moment: [now - retention, now + skew], per epoch length."""
+    """Epochs accepted at a moment: [now - retention, now + skew], per epoch length,
+    and (``acceptance_seconds``) only while ``now`` <= the epoch's end + that window."""
 
     now: float
     retention_seconds: int
     skew_epochs: int
+    acceptance_seconds: int | None = None
 
     def check(self, spec: MetricSpec, epoch: int) -> str | None:
         current = spec.epoch_at(self.now)
         if epoch > current + self.skew_epochs:
             return "epoch_in_future"
         if epoch < current - math.ceil(self.retention_seconds / spec.epoch_seconds):
+            return "epoch_expired"
+        if (self.acceptance_seconds is not None
+                and (epoch + 1) * spec.epoch_seconds + self.acceptance_seconds < self.now):
             return "epoch_expired"
         return None
 
@@ -218,7 +228,7 @@ def validate(
         joined_ids, joined_tokens = "\n".join(rids) + "\n", "\n".join(tokens) + "\n"
         if (
             len(joined_ids) == 33 * len(rids)
-            and len(joined_tokens) == 65 * len(tokens)
+            and joined_tokens.count("\n") == len(tokens)
             and _REPORT_IDS.fullmatch(joined_ids)
             and _TOKENS.fullmatch(joined_tokens)
         ):

@@ -11,9 +11,9 @@ False
 
 Outside dev mode (``LDP_ENV=prod``) unsafe values refuse to start: no admin
 key, no ingest key, a key shorter than 24 characters, no Redis configured,
-``LDP_CORS_ORIGINS=*``, or no ``LDP_SERVER_SECRET`` (in dev the digest key is
-created once and kept in Redis, so a Redis dump would hold the key of its own
-digests; in prod it must come from the operator).
+``LDP_CORS_ORIGINS=*``, no ``LDP_TOKEN_KEY_FILE``, or no ``LDP_SERVER_SECRET``
+(in dev the digest key is created once and kept in Redis, so a Redis dump
+would hold the key of its own digests; in prod it must come from the operator).
 
 Environment variables: ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES``
 (host:port,...), ``LDP_ADMIN_KEYS``, ``LDP_INGEST_KEYS``, ``LDP_ANALYST_KEYS``
@@ -22,6 +22,13 @@ Environment variables: ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES``
 (requests per key; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
 ``LDP_MAX_INFLATED_BYTES``, ``LDP_SERVER_SECRET`` (hex, >= 16 bytes; required in
 prod, else one is created and kept in Redis), ``LDP_LOG_LEVEL``,
+``LDP_TOKEN_KEY_FILE`` (PEM, PKCS#8 RSA >= 2048 bits: the report-token
+issuer key, ``collector.tokens``; required in prod, else one is created and
+kept in Redis), ``LDP_ACCEPTANCE_HOURS`` (how long after its end an epoch
+accepts reports, default 96: later reports get ``epoch_expired``, and the
+per-report state of the epoch expires then), ``LDP_TOKEN_AHEAD_HOURS``
+(how far ahead devices may get tokens, default 48),
+``LDP_TOKEN_UNITS_PER_REQUEST`` (default 256),
 ``LDP_CORS_ORIGINS`` (comma-separated origins that browsers may call from;
 empty, the default, sends no CORS header at all).  The shared fields and
 checks are ``ldp_server.settings.ServerSettings``'.
@@ -58,6 +65,10 @@ class Settings(ServerSettings):
     max_spec_bytes: int = Field(default=16 << 20, ge=1024)
     server_secret: SecretStr | None = None
     log_level: str = "INFO"
+    token_key_file: str | None = None
+    acceptance_hours: int = Field(default=96, ge=1, le=24 * 366)
+    token_ahead_hours: int = Field(default=48, ge=0, le=24 * 366)
+    token_units_per_request: int = Field(default=256, ge=1, le=4096)
 
     def check(self) -> None:
         if self.server_secret is not None:
@@ -77,6 +88,8 @@ class Settings(ServerSettings):
             problems.append("LDP_INGEST_KEYS is empty")
         if self.server_secret is None:
             problems.append("LDP_SERVER_SECRET is not set (hex, >= 16 bytes: the digest key)")
+        if self.token_key_file is None:
+            problems.append("LDP_TOKEN_KEY_FILE is not set (PEM RSA key of the token issuer)")
         return problems
 
     def keys_by_role(self) -> dict[Role, tuple[str, ...]]:

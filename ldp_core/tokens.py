@@ -46,6 +46,7 @@ __all__ = [
     "PendingToken",
     "PublicKey",
     "TokenError",
+    "b64url",
     "blind",
     "emsa_pss_encode",
     "emsa_pss_verify",
@@ -53,6 +54,7 @@ __all__ = [
     "parse_wire_token",
     "prepare",
     "token_input",
+    "unb64url",
     "unit_digest",
     "verify",
     "wire_token",
@@ -96,8 +98,8 @@ class PublicKey:
     def to_json(self) -> dict[str, str]:
         """``{"n": base64url, "e": base64url, "key_id": hex}`` (the GET /v1/tokens/key body)."""
         return {
-            "n": _b64(_i2osp(self.n, self.modulus_bytes)),
-            "e": _b64(_i2osp(self.e, (self.e.bit_length() + 7) // 8)),
+            "n": b64url(_i2osp(self.n, self.modulus_bytes)),
+            "e": b64url(_i2osp(self.e, (self.e.bit_length() + 7) // 8)),
             "key_id": self.key_id.hex(),
         }
 
@@ -105,8 +107,8 @@ class PublicKey:
     def from_json(cls, body: dict[str, str]) -> PublicKey:
         """The key of ``to_json``; ``TokenError`` if it is malformed or its key_id differs."""
         try:
-            key = cls(int.from_bytes(_unb64(body["n"]), "big"),
-                      int.from_bytes(_unb64(body["e"]), "big"))
+            key = cls(int.from_bytes(unb64url(body["n"]), "big"),
+                      int.from_bytes(unb64url(body["e"]), "big"))
         except (KeyError, TypeError) as exc:
             raise TokenError(f"token key must hold n and e, got {sorted(body)}") from exc
         if "key_id" in body and body["key_id"] != key.key_id.hex():
@@ -122,11 +124,13 @@ def _os2ip(data: bytes) -> int:
     return int.from_bytes(data, "big")
 
 
-def _b64(data: bytes) -> str:
+def b64url(data: bytes) -> str:
+    """base64url without padding (RFC 4648 section 5)."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _unb64(text: str) -> bytes:
+def unb64url(text: str) -> bytes:
+    """The bytes of base64url text (padding optional); ``TokenError`` if it is not."""
     if not isinstance(text, str):
         raise TokenError(f"expected base64url text, got {type(text).__name__}")
     try:
@@ -266,12 +270,12 @@ def wire_token(key: PublicKey, pending: PendingToken, blind_sig: bytes) -> str:
     """The token the report carries: base64url(nonce || signature), verified first."""
     msg = token_input(pending.nonce, unit_digest(pending.metric, pending.version, pending.epoch),
                       key.key_id)
-    return _b64(pending.nonce + finalize(key, msg, blind_sig, pending.inv))
+    return b64url(pending.nonce + finalize(key, msg, blind_sig, pending.inv))
 
 
 def parse_wire_token(token: str, modulus_bytes: int) -> tuple[bytes, bytes]:
     """``(nonce, signature)`` of a wire token; ``TokenError`` if it has the wrong size."""
-    raw = _unb64(token)
+    raw = unb64url(token)
     if len(raw) != NONCE_BYTES + modulus_bytes:
         raise TokenError(f"token must hold {NONCE_BYTES + modulus_bytes} bytes, got {len(raw)}")
     return raw[:NONCE_BYTES], raw[NONCE_BYTES:]

@@ -62,6 +62,7 @@ CODES: dict[str, str] = {
     "invalid_spec": "the metric spec is not valid (errors: field -> message)",
     # keys
     "missing_key": "no 'Authorization: Bearer <key>' header",
+    "invalid_device": "the token issuer's device credential is missing or malformed",
     "invalid_key": "the key is not one of this service's keys",
     "wrong_role": "the key is valid but its role may not do this",
     "rate_limited": "too many requests for this key (Retry-After)",

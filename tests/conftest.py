@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 
 from ldp_server.redis_server import RedisServer
 from tests.support.servers import RedisClusterProcesses, ServiceProcess, start_collector
+from tests.support.tokens import TEST_TOKEN_KEY
+
+# Every collector of the suite (in process or not) signs and checks report tokens
+# with the test issuer key, so test helpers can mint valid tokens.
+os.environ.setdefault("LDP_TOKEN_KEY_FILE", str(TEST_TOKEN_KEY))
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ The answer is 200 with one result per report, in order:
 ``{"accepted": a, "duplicates": d, "rejected": r, "results": [{"status":
 "accepted"|"duplicate"|"rejected", "code": null|"<reason>"}, ...]}``.  The
 good reports of a batch are stored even when others are rejected; a
-``duplicate`` is a report id already counted (a retry), delivered.
+``duplicate`` is a report whose token was already spent: a retry of a
+delivered report (or a token reused by another report, not counted either).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collector.ingest import (
 )
 from collector.logs import log_event
 from collector.routers.metrics import parse_json
+from collector.tokens import TokenService
 from ldp_core.metric import NAME_PATTERN
 from ldp_server.problems import Problem, json_response
 
@@ -59,23 +61,27 @@ async def post_reports(
     found = {name for name, _ in specs}
     known_names = found | await store.known_names(names - found)
     window = EpochWindow(runtime.clock(), settings.retention_days * 86400,
-                         settings.clock_skew_epochs)
+                         settings.clock_skew_epochs, settings.acceptance_hours * 3600)
     verdict = validate(cols, specs, known_names, window)
-    outcomes = await store.ingest(verdict.valid)
+    tokens: TokenService = request.app.state.tokens
+    valid, positions, bad = await tokens.verify(verdict.valid, verdict.positions)
+    outcomes = await store.ingest(valid)
     await store.record_implausible(verdict.implausible)
     runtime.redis.mark_up()
     results: list[dict[str, Any]] = [_ACCEPTED] * len(cols)
     rejected: Counter[str] = Counter(verdict.rejected.values())
     for position, code in verdict.rejected.items():
         results[position] = {"status": "rejected", "code": code}
+    for position in bad:
+        results[position] = {"status": "rejected", "code": "bad_token"}
+    rejected["bad_token"] += len(bad)
+    if not rejected["bad_token"]:
+        del rejected["bad_token"]
     duplicates = 0
-    for position, outcome in zip(verdict.positions, outcomes, strict=True):
+    for position, outcome in zip(positions, outcomes, strict=True):
         if outcome == "duplicate":
             results[position] = _DUPLICATE
             duplicates += 1
-        elif outcome == "token_reused":
-            results[position] = {"status": "rejected", "code": "token_reused"}
-            rejected["token_reused"] += 1
     accepted = len(cols) - duplicates - sum(rejected.values())
     seconds = time.perf_counter() - started
     runtime.telemetry.record_batch(accepted=accepted, duplicates=duplicates, rejected=rejected,

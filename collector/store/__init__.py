@@ -27,13 +27,14 @@ client factory and the Redis errors of the server kit (``ldp_server.redis_client
 from __future__ import annotations
 
 from collector.plausibility import SUM_Z_FLAG, count_sum_z
-from collector.store.ingest import Ingest, Outcome, ValidReport
+from collector.store.ingest import STATE_MARGIN_SECONDS, Ingest, Outcome, ValidReport
 from collector.store.reads import ReadSide
 from collector.store.registry import SpecRegistry
 from ldp_server.redis_client import REDIS_ERRORS, RedisClient, make_client
 
 __all__ = [
     "REDIS_ERRORS",
+    "STATE_MARGIN_SECONDS",
     "SUM_Z_FLAG",
     "Outcome",
     "RedisClient",

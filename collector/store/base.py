@@ -36,8 +36,9 @@ class StoreBase:
     """The client, the shards, the retention and the digest secret of a Store.
 
     ``shards`` spreads each (metric, version, epoch) over that many slots;
-    ``retention_seconds`` is how long after an epoch ends its dedupe state is
-    kept (the collector refuses reports older than that anyway); ``secret``
+    ``retention_seconds`` is how long after an epoch ends its implausible-report
+    flags are kept; ``acceptance_seconds`` how long after it ends it accepts
+    reports: its per-report state expires then (plus a margin); ``secret``
     keys the digests (else one is created once and kept in Redis).
     """
 
@@ -47,6 +48,7 @@ class StoreBase:
         *,
         shards: int = 4,
         retention_seconds: int = 31 * 86400,
+        acceptance_seconds: int = 4 * 86400,
         secret: bytes | None = None,
     ) -> None:
         if shards < 1:
@@ -54,6 +56,7 @@ class StoreBase:
         self.client = client
         self.shards = shards
         self.retention_seconds = retention_seconds
+        self.acceptance_seconds = acceptance_seconds
         self._secret = None if secret is None else mac_key(secret)
         self._specs: dict[tuple[str, int], MetricSpec] = {}
         # EVALSHA, loaded again by redis-py on NOSCRIPT.
@@ -99,6 +102,10 @@ class StoreBase:
         flags = exists if isinstance(exists, list) else [exists]
         if not all(flags):
             await self.client.script_load(INGEST_LUA)
+
+    async def digest_key(self) -> bytes:
+        """The MAC key of every digest the collector keeps (also the token issuer's)."""
+        return await self._get_secret()
 
     async def _get_secret(self) -> bytes:
         if self._secret is None:

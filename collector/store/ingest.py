@@ -24,10 +24,14 @@ from collector.store.base import StoreBase
 from collector.store.schema import INGEST_LUA, INGEST_SHA, implausible_key, index_key, tally_tag
 from ldp_core.metric import MetricSpec
 
-__all__ = ["Ingest", "Outcome", "ValidReport"]
+__all__ = ["STATE_MARGIN_SECONDS", "Ingest", "Outcome", "ValidReport"]
 
-Outcome = Literal["accepted", "duplicate", "token_reused"]
-_OUTCOMES: tuple[Outcome, ...] = ("accepted", "duplicate", "token_reused")
+Outcome = Literal["accepted", "duplicate"]
+_OUTCOMES: tuple[Outcome, ...] = ("accepted", "duplicate")
+
+#: Seconds the per-report state outlives the acceptance window: clock
+#: differences between collector instances and Redis.
+STATE_MARGIN_SECONDS = 3600
 
 
 async def _settle(calls: Iterable[Awaitable[Any]]) -> list[Any]:
@@ -55,7 +59,7 @@ class ValidReport(NamedTuple):
     spec: MetricSpec
     epoch: int
     report_id: str
-    token: str
+    token: str  #: the wire token; after ``collector.tokens`` its nonce (hex)
     counters: tuple[int, ...]
 
 
@@ -87,16 +91,13 @@ class Ingest(StoreBase):
         spec_of: dict[tuple[str, int], MetricSpec] = {}
         records: list[bytes] = []
         # Keyed once per batch: copying a keyed hasher skips the key block per report.
-        tok_mac = blake2b(key=secret, digest_size=16, person=b"ldp-token")
-        rid_mac = blake2b(key=secret, digest_size=8, person=b"ldp-report-id")
+        spent_mac = blake2b(key=secret, digest_size=12, person=b"ldp-spent")
         for position, report in enumerate(reports):
-            h = tok_mac.copy()
+            h = spent_mac.copy()
             h.update(report.token.encode())
-            tok = h.digest()
-            h = rid_mac.copy()
-            h.update(report.report_id.encode())
-            records.append(tok + h.digest())
-            shard = int.from_bytes(tok[:4], "big") % shards
+            digest = h.digest()
+            records.append(digest[4:])
+            shard = int.from_bytes(digest[:4], "big") % shards
             spec = report.spec
             spec_of[(spec.name, spec.version)] = spec
             groups[(spec.name, spec.version, report.epoch, shard)].append(position)
@@ -106,7 +107,8 @@ class Ingest(StoreBase):
             spec = spec_of[(name, version)]
             slots.append((index_key(name, version), f"{epoch}:{shard}"))
             tag = tally_tag(spec, epoch, shard)
-            expire_at = (epoch + 1) * spec.epoch_seconds + self.retention_seconds
+            expire_at = ((epoch + 1) * spec.epoch_seconds + self.acceptance_seconds
+                         + STATE_MARGIN_SECONDS)
             counters = [reports[p].counters for p in positions]
             merged = Counter(c for cs in counters for c in cs)
             calls.append(

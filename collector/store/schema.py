@@ -14,9 +14,11 @@ holds a brace or a colon; ``{...}`` is the Redis Cluster hash tag):
                                                    that holds reports (the read index)
     ldp:{m:<name>:<v>:<epoch>:<shard>}:t    HASH   "<i>" -> counter i of the tally vector,
                                                    "n" -> number of reports; kept
-    ldp:{m:<name>:<v>:<epoch>:<shard>}:d    HASH   token digest (16 bytes) -> report-id
-                                                   digest (8 bytes); EXPIREAT the end of
-                                                   the retention window of the epoch
+    ldp:{m:<name>:<v>:<epoch>:<shard>}:d    HASH   the per-report state (spent tokens): field
+                                                   = 2-byte bucket, value = the 6-byte
+                                                   rests of the spent-token digests of that
+                                                   bucket, concatenated; EXPIREAT the end of
+                                                   the epoch's acceptance window + 1 hour
     ldp:{x:<name>:<v>}:i:<epoch>            SET    report-id digests (8 bytes) of the
                                                    reports refused as implausible_report
                                                    (collector.plausibility); its SCARD is
@@ -27,33 +29,41 @@ What is never written: a true value (devices send only randomised reports), an
 IP address, a user agent, a report id or a token in clear, a stable device id.
 Digests are keyed MACs: BLAKE2b in its keyed mode (RFC 7693, the MAC that
 BLAKE2 defines in place of HMAC; five times faster than HMAC-SHA256 here),
-``blake2b(token, key=secret, digest_size=16, person=b"ldp-token")`` and
-``blake2b(report_id, key=secret, digest_size=8, person=b"ldp-report-id")``,
+``blake2b(nonce, key=secret, digest_size=12, person=b"ldp-spent")`` of a
+token's nonce and ``blake2b(report_id, key=secret, digest_size=8,
+person=b"ldp-report-id")`` of refused report ids,
 so a leaked Redis dump cannot be matched against tokens or ids seen elsewhere
 without the secret.
 
-Shards.  The shard of a report is ``first 4 bytes of its token digest mod
-shards``.  (Deriving it from the token digest rather than the report-id digest
-keeps BOTH dedupe checks of a report in the slot of its counters: a retried
-report has the same token and report id, and a second report with the same
-token lands in the same shard, where it is refused as ``token_reused``.)
-Readers sum all shards listed in the ``slots`` index, so changing the shard
-count later only weakens the token check inside the epoch of the change.
+Per-report state.  A report is counted once per token: its token (checked
+before the store, ``collector.tokens``) is valid for one (metric, version,
+epoch) only, so the state of the slot is the set of spent token nonces.  The
+12-byte digest of a nonce is split: bytes 0-3 pick the shard (mod shards),
+bytes 4-5 the bucket, bytes 6-11 are the rest stored in the bucket's value.
+A retry of a delivered report carries the same token and is a ``duplicate``;
+a second report with a spent token is a ``duplicate`` too (not counted; only
+a broken or hostile client reuses a token, and telling the two apart would
+cost the 8 bytes per report of a report-id digest).  Two different tokens of
+one slot collide (a false duplicate: an honest report lost) only if their 64
+bucket+rest bits agree: with n spent tokens in the slot, probability n / 2**64
+per report, 5.4e-13 at n = 10**7 (goal <= 1e-9 holds up to n = 1.8e10).
+The state lives as long as the epoch accepts reports (``acceptance_seconds``,
+``LDP_ACCEPTANCE_HOURS``): a later report is refused as ``epoch_expired``
+before it reaches Redis, so the state is never needed after it expires.
 
 Writes.  One Lua script per (metric, version, epoch, shard) slot applies all
-of a batch's reports for that slot atomically: one HMGET of the token digests,
-then for each report in order: if its token was already there (stored, or
-earlier in the batch) with the same report id the report is a ``duplicate``
-(already delivered), with another report id it is ``token_reused``; one HSET
-stores token digest -> report-id digest for the accepted, and the merged
-increments of the accepted reports are applied with one HINCRBY per distinct
-counter.  On one node the same script adds its slot to the ``slots`` index, so
-counters are never visible without their index entry; the scripts of all slots
-of a batch go out in one pipeline (EVALSHA, loaded again on NOSCRIPT).  On a
-Redis Cluster the index is in another slot: one SADD per index goes first, then
-the scripts go out concurrently (redis-py refuses EVALSHA in a cluster
-pipeline), each to the master of its slot, and ``ingest`` returns only once
-every call has settled.
+of a batch's reports for that slot atomically: one HMGET of the buckets of
+its reports, then for each report in order a plain substring search of its
+6-byte rest in the bucket (aligned to 6 bytes): found (stored, or earlier in
+the batch) is ``duplicate``; else the rest is appended; one HSET writes the
+changed buckets; the merged increments of the accepted reports are applied
+with one HINCRBY per distinct counter.  On one node the same script adds its
+slot to the ``slots`` index, so counters are never visible without their
+index entry; the scripts of all slots of a batch go out in one pipeline
+(EVALSHA, loaded again on NOSCRIPT).  On a Redis Cluster the index is in
+another slot: one SADD per index goes first, then the scripts go out
+concurrently (redis-py refuses EVALSHA in a cluster pipeline), each to the
+master of its slot, and ``ingest`` returns only once every call has settled.
 
 >>> index_key("browser", 2), implausible_key("browser", 2, 20421)
 ('ldp:{x:browser:2}:slots', 'ldp:{x:browser:2}:i:20421')
@@ -90,42 +100,50 @@ __all__ = [
 SPEC_NAMES = "ldp:{spec}:names"
 SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
 
-# KEYS[1] tally hash, KEYS[2] dedupe hash, KEYS[3] (one node only) the slots index.
-# ARGV[1] EXPIREAT of the dedupe hash; ARGV[2] R, the number of reports;
-# ARGV[3] R records of 24 bytes: token digest (16) then report-id digest (8);
+# KEYS[1] tally hash, KEYS[2] per-report state hash, KEYS[3] (one node only) the
+# slots index.  ARGV[1] EXPIREAT of the state hash; ARGV[2] R, the number of reports;
+# ARGV[3] R records of 8 bytes: bucket (2) then rest (6) of the spent-token digest;
 # ARGV[4] the counters of each report, "i,j;k;...;" (";" after each report), read
 #         only to take back the counters of refused reports;
 # ARGV[5] the merged increments of all R reports, "index:count,index:count,...";
 # ARGV[6] with KEYS[3]: this slot's member of the index, "epoch:shard".
-# Returns a string of R characters: "0" accepted, "1" duplicate, "2" token reused.
+# Returns a string of R characters: "0" accepted, "1" duplicate (token spent).
 INGEST_LUA = """
 local r = tonumber(ARGV[2])
 local records = ARGV[3]
-local toks, rids = {}, {}
-for i = 1, r do
-  local at = 24 * (i - 1)
-  toks[i] = string.sub(records, at + 1, at + 16)
-  rids[i] = string.sub(records, at + 17, at + 24)
-end
-local held = redis.call('HMGET', KEYS[2], unpack(toks))
-local out, refused, fresh, seen = {}, {}, {}, {}
+local buckets = {}
+for i = 1, r do buckets[i] = string.sub(records, 8 * i - 7, 8 * i - 6) end
+local held = redis.call('HMGET', KEYS[2], unpack(buckets))
+local now, changed, order = {}, {}, {}
+local out, refused = {}, {}
 local accepted = 0
 for i = 1, r do
-  local tok, rid = toks[i], rids[i]
-  local have = held[i] or seen[tok]
-  if have then
-    if have == rid then out[i] = '1' else out[i] = '2' end
+  local b = buckets[i]
+  local rest = string.sub(records, 8 * i - 5, 8 * i)
+  local blob = now[b] or held[i] or ''
+  local dup = false
+  local at = string.find(blob, rest, 1, true)
+  while at do
+    if (at - 1) % 6 == 0 then dup = true break end
+    at = string.find(blob, rest, at + 1, true)
+  end
+  if dup then
+    out[i] = '1'
     refused[i] = true
   else
-    seen[tok] = rid
     out[i] = '0'
     accepted = accepted + 1
-    fresh[#fresh + 1] = tok
-    fresh[#fresh + 1] = rid
+    now[b] = blob .. rest
+    if not changed[b] then changed[b] = true order[#order + 1] = b end
   end
 end
 if accepted == 0 then return table.concat(out) end
-redis.call('HSET', KEYS[2], unpack(fresh))
+local fields = {}
+for _, b in ipairs(order) do
+  fields[#fields + 1] = b
+  fields[#fields + 1] = now[b]
+end
+redis.call('HSET', KEYS[2], unpack(fields))
 local inc = {}
 for idx, n in string.gmatch(ARGV[5], '(%d+):(%d+)') do inc[idx] = tonumber(n) end
 if accepted < r then

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
-from collector.store import Store, ValidReport
+from collector.store import STATE_MARGIN_SECONDS, Store, ValidReport
 from ldp_core.metric import MetricSpec
 from tests.support.reports import SPECS, envelope, today
+from tests.support.tokens import VERIFIER
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +41,10 @@ def valid(
         report_id=report_id,
     )
     m = spec.build()
-    return ValidReport(spec, epoch, env.report_id, env.token, m.counters(m.decode(env.payload)))
+    # As the collector does before the store: the token checked, its nonce kept.
+    nonce = VERIFIER.check(env.token, spec.name, spec.version, epoch)
+    assert nonce is not None
+    return ValidReport(spec, epoch, env.report_id, nonce.hex(), m.counters(m.decode(env.payload)))
 
 
 async def test_versions_are_assigned_and_identical_specs_are_not_duplicated(store: Store) -> None:
@@ -114,16 +118,17 @@ async def test_retries_count_once_and_a_token_counts_once_per_epoch(store: Store
     assert await store.ingest([a, b]) == ["accepted", "accepted"]
     # The same reports again (a retry), and inside one batch twice.
     assert await store.ingest([a, b, a]) == ["duplicate", "duplicate", "duplicate"]
-    # Device 1 sends a second, different report in the same epoch: token reused.
+    # Device 1 sends a second, different report with its spent token: not counted
+    # (a token reuse is told apart from a retry by nobody: both are "duplicate").
     a2 = valid(spec, epoch, 3, device=1)
     assert a2.token == a.token and a2.report_id != a.report_id
-    assert await store.ingest([a2]) == ["token_reused"]
-    # ...but in the next epoch its token differs and it counts.
+    assert await store.ingest([a2]) == ["duplicate"]
+    # ...but in the next epoch it has another token and it counts.
     assert await store.ingest([valid(spec, epoch - 1, 3, device=1)]) == ["accepted"]
     # Within one batch: first wins, the second is refused, counters move once.
     c1 = valid(spec, epoch, 0, device=3)
     c2 = valid(spec, epoch, 0, device=3)
-    assert await store.ingest([c1, c2, c1]) == ["accepted", "token_reused", "duplicate"]
+    assert await store.ingest([c1, c2, c1]) == ["accepted", "duplicate", "duplicate"]
     tallies = await store.read_tallies(spec, [epoch, epoch - 1])
     assert tallies[epoch] == ([1, 1, 1, 0], 3)
     assert tallies[epoch - 1] == ([0, 0, 0, 1], 1)
@@ -140,7 +145,7 @@ async def test_versions_and_epochs_do_not_mix(store: Store) -> None:
     assert await store.read_tallies(v2, [epoch - 3]) == {}
 
 
-async def test_dedupe_state_expires_after_the_retention(store: Store) -> None:
+async def test_per_report_state_expires_with_the_acceptance_window(store: Store) -> None:
     spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
     epoch = today()
     await store.ingest([valid(spec, epoch, 1)])
@@ -150,7 +155,27 @@ async def test_dedupe_state_expires_after_the_retention(store: Store) -> None:
         expire_at = client.expiretime(dedupe[0])
         tallies = [k for k in client.scan_iter(match="ldp:{m:browser:1:*}:t")]
         assert client.ttl(tallies[0]) == -1  # tallies are kept
-    assert expire_at == (epoch + 1) * 86400 + store.retention_seconds
+    assert expire_at == (epoch + 1) * 86400 + store.acceptance_seconds + STATE_MARGIN_SECONDS
+    assert store.acceptance_seconds < store.retention_seconds
+
+
+async def test_thousands_of_tokens_in_one_slot_count_once_each(redis_url: str) -> None:
+    """One shard, 3000 tokens: buckets hold many 6-byte rests, searched aligned;
+    every token counts once, every one is a duplicate the second time."""
+    store = Store.connect(redis_url, shards=1)
+    try:
+        spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+        epoch = today() - 1
+        m = spec.build()
+        reports = [ValidReport(spec, epoch, f"{i:032x}", f"{i:064x}", m.counters(i % 4))
+                   for i in range(3000)]
+        for lo in range(0, 3000, 1000):
+            assert await store.ingest(reports[lo:lo + 1000]) == ["accepted"] * 1000
+        random.Random(5).shuffle(reports)
+        assert await store.ingest(reports[:1000]) == ["duplicate"] * 1000
+        assert await store.read_tallies(spec, [epoch]) == {epoch: ([750] * 4, 3000)}
+    finally:
+        await store.close()
 
 
 async def test_refused_reports_take_back_their_counters(store: Store) -> None:
@@ -164,7 +189,7 @@ async def test_refused_reports_take_back_their_counters(store: Store) -> None:
     again = valid(spec, epoch, m.encode((5, 6)), device=2)  # token reused
     fresh = valid(spec, epoch, m.encode((6,)), device=3)
     out = await store.ingest([three, again, empty, fresh, again])
-    assert out == ["duplicate", "token_reused", "duplicate", "accepted", "token_reused"]
+    assert out == ["duplicate", "duplicate", "duplicate", "accepted", "duplicate"]
     expected = [0] * 20
     for i in (0, 5, 19, 6):
         expected[i] += 1

@@ -2,7 +2,7 @@
 
 >>> env = envelope("browser", 1, today(), 2, device=7)
 >>> len(env.report_id), len(env.token)
-(32, 64)
+(32, 384)
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from ldp_core.base import Payload
-from ldp_core.wire import Envelope, device_token
+from ldp_core.wire import Envelope
+from tests.support.tokens import device_nonce, mint
 
 __all__ = ["NOW", "SPECS", "device_secret", "envelope", "today"]
 
@@ -55,9 +56,11 @@ def envelope(
     device: int | None = None,
     report_id: str | None = None,
 ) -> Envelope:
-    """One report; ``device`` fixes the token (random device if None)."""
-    secret = device_secret(device) if device is not None else secrets.token_bytes(32)
+    """One report with a valid token of its unit (``tests.support.tokens``);
+    ``device`` fixes the token's nonce, so one device's reports of a unit share it
+    (a random device if None)."""
+    nonce = device_nonce(device, metric, version, epoch) if device is not None else None
     return Envelope(
         metric, version, epoch, report_id or secrets.token_hex(16),
-        device_token(secret, metric, version, epoch), payload,
+        mint(metric, version, epoch, nonce=nonce), payload,
     )

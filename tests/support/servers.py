@@ -97,6 +97,7 @@ def collector_env(
         "LDP_ADMIN_KEYS": ADMIN_KEY,
         "LDP_INGEST_KEYS": INGEST_KEY,
         "LDP_ANALYST_KEYS": ANALYST_KEY,
+        "LDP_TOKEN_KEY_FILE": str(Path(__file__).with_name("token_key.pem")),
     }
     if redis_url:
         env["LDP_REDIS_URL"] = redis_url
