@@ -160,6 +160,8 @@ class Client:
     def _start_device(self) -> None:
         self._device = DeviceState(load_or_create_secret(self._state_dir / SECRET_FILE),
                                    self._ledger)
+        if self._pipeline is not None:
+            self._pipeline.tokens.default_install = self._device.install
 
     # -- recording ---------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 The secret (32 bytes from the OS CSPRNG) is the root of three derived values,
 none of which reveals another:
 
-- the per-epoch token ``HMAC(secret, metric|version|epoch)`` (``ldp_core.wire``),
+- the install key ``HMAC(secret, "ldp-install-key-v1")`` (base64url) that
+  authenticates the device to the token issuer (``client_sdk._tokens``); reports
+  carry blind-signed tokens that no one can link to it,
 - the permanent responses of memoised metrics (``randomize_memoised``) under the
   context ``memo_context(spec)`` = "<name>|<mechanism fingerprint>": a new spec
   version that keeps the mechanism and its parameters keeps its permanent
@@ -37,7 +39,7 @@ from client_sdk._ledger import Ask, Ledger, Refusal
 from client_sdk._store import Row
 from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
-from ldp_core.wire import device_token
+from ldp_core.tokens import b64url
 
 __all__ = [
     "SECRET_BYTES",
@@ -123,11 +125,13 @@ class Outcome(NamedTuple):
 class DeviceState:
     """A secret and a ledger (on disk for a Client, in memory for a Fleet device)."""
 
-    __slots__ = ("ledger", "secret")
+    __slots__ = ("install", "ledger", "secret")
 
     def __init__(self, secret: bytes, ledger: Ledger) -> None:
         self.secret = secret
         self.ledger = ledger
+        #: What the token issuer knows this install by (never sent with a report).
+        self.install = b64url(hmac.new(secret, b"ldp-install-key-v1", hashlib.sha256).digest())
 
     def prepare(
         self,
@@ -152,6 +156,7 @@ class DeviceState:
             spec.epsilon_inf or 0.0, lifetime_budget,
         )
         secret = self.secret
+        install = self.install
 
         def make(epoch: int) -> Row:
             if memoised:
@@ -165,9 +170,10 @@ class DeviceState:
                 spec.name,
                 spec.version,
                 epoch,
-                device_token(secret, spec.name, spec.version, epoch),
+                "",                                         # token: given before sending
                 payload_text(m.encode(report)),
                 m.epsilon,
+                install,
             )
             if spool is not None:
                 spool(row)

@@ -91,6 +91,7 @@ class Fleet:
                       max_reports=self.config.max_reports, max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
                                   self.config, background=background)
+        self._pipeline.tokens.ahead = False  # simulated devices ask only for what they send
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})
         self._lifetime_budgets = dict(lifetime_budgets or {})

@@ -3,7 +3,11 @@
 One ``Pipeline`` serves a ``Client`` (one device) or a ``Fleet`` (many logical
 devices).  Reports flow:
 
-    record -> [memory buffer] -> spool (sqlite) -> claim -> POST /v1/reports -> remove
+    record -> [memory buffer] -> spool (sqlite) -> token -> claim -> POST /v1/reports -> remove
+
+- Before each claim the sender gives waiting reports a blind-signed token of
+  their unit, fetching missing ones from the issuer (``client_sdk._tokens``);
+  a report is never sent without one, and waits in the spool until it has it.
 
 - durability "record": ``submit`` writes the report to the spool in the same
   ledger transaction that charges it; "batch": the charge is committed at
@@ -45,6 +49,7 @@ from client_sdk._config import DeliveryConfig
 from client_sdk._device import Outcome
 from client_sdk._results import Counters
 from client_sdk._store import Claimed, Row, Store
+from client_sdk._tokens import TokenManager
 from client_sdk._transport import Response, Transport
 from ldp_core.wire import MAX_BATCH
 
@@ -81,6 +86,11 @@ class Pipeline:
         self.config = config
         self.background = background
         self._jitter = random.Random()
+        self.tokens = TokenManager(
+            store, transport, self.url,
+            lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": _USER_AGENT},
+            lambda attempt: self.config.backoff_delay(attempt, self._jitter.uniform),
+        )
         self._init_state()
         self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (
             time.monotonic() + (config.metrics_ttl if fetch_metrics else float("inf")))
@@ -375,7 +385,15 @@ class Pipeline:
     def _send_batch(self, deadline: float) -> str:
         """One POST of the oldest spooled reports: 'ok', 'retry' or 'empty'."""
         timeout = max(0.05, min(self.config.request_timeout, deadline - time.monotonic()))
+        refused = self.tokens.ready(timeout)
+        if refused:
+            log.warning("token issuer refused units: %s (their reports dropped)", dict(refused))
+            with self._cond:
+                self._dropped.update(refused)
+                self._after_removal_locked()
         claimed = self.store.claim(self._send_limit, self.config.request_timeout + 5.0)
+        if not claimed and self.tokens.failed:  # reports wait for tokens: back off
+            return self._retry(claimed, None)
         if not claimed:
             with self._cond:
                 if not self.store.pending() and not self._buffer:

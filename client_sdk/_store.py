@@ -15,6 +15,13 @@ Tables (nothing in them is a true value, an IP address or a device id):
   charged: epochs never move backwards, whatever the wall clock says.
 - ``versions``: the mechanism fingerprint each (name, version) had when it was
   first charged: a spec changed under its version is refused.
+- ``tokens``: report tokens (``client_sdk._tokens``): asked for (nonce, blinded
+  message and unblinding factor, ``token`` NULL) or in stock (``token`` set),
+  per install key and unit; a stock token moves into the spool row it is spent
+  on, in one transaction, so each token goes with exactly one report.
+
+A spool row is sent only once it holds a token (``token`` <> ''); ``install``
+is the per-install key (derived from the device secret) that asks for it.
 
 ``client_sdk._ledger.SqliteLedger`` reads and charges them in one
 ``BEGIN IMMEDIATE`` transaction (with the spooled report, in durability
@@ -59,8 +66,20 @@ CREATE TABLE IF NOT EXISTS spool (
     charge REAL NOT NULL,
     size INTEGER NOT NULL,
     lease_until REAL NOT NULL DEFAULT 0,
-    lease_pid INTEGER NOT NULL DEFAULT 0
+    lease_pid INTEGER NOT NULL DEFAULT 0,
+    install TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS tokens (
+    install TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    nonce TEXT NOT NULL,
+    blinded TEXT NOT NULL,
+    inv TEXT NOT NULL,
+    token TEXT,
+    PRIMARY KEY (install, metric, version, epoch, nonce)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS budget (
     metric TEXT NOT NULL,
     epoch INTEGER NOT NULL,
@@ -106,11 +125,17 @@ INSERT OR IGNORE INTO lifetime SELECT metric, value_key, epsilon_inf FROM lifeti
 DROP TABLE lifetime_v1;
 """
 
+#: Schema 2 to 3: rows wait for a blind-signed token; the old HMAC tokens are void.
+_MIGRATE_2 = """
+ALTER TABLE spool ADD COLUMN install TEXT NOT NULL DEFAULT '';
+UPDATE spool SET token = '';
+"""
+
 _INSERT = (
-    "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, size)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, install, size)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Fixed per-row overhead counted against the byte quota (ids, token, keys).
 ROW_OVERHEAD = 140
 
@@ -128,6 +153,7 @@ class Row(NamedTuple):
     token: str
     payload: str
     charge: float
+    install: str = ""
 
     @property
     def size(self) -> int:
@@ -195,6 +221,9 @@ class Store:
                 conn.execute(statement)
             if version == 1:
                 for statement in _statements(_MIGRATE_1):
+                    conn.execute(statement)
+            if version in (1, 2):
+                for statement in _statements(_MIGRATE_2):
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
@@ -288,7 +317,7 @@ class Store:
             try:
                 rows = conn.execute(
                     "SELECT seq, report_id, metric, version, epoch, token, payload FROM spool"
-                    " WHERE lease_until < ? ORDER BY seq LIMIT ?", (now, limit),
+                    " WHERE lease_until < ? AND token <> '' ORDER BY seq LIMIT ?", (now, limit),
                 ).fetchall()
                 for chunk in _chunks([r[0] for r in rows]):
                     marks = ",".join("?" * len(chunk))
@@ -331,9 +360,11 @@ class Store:
         return self._count
 
     def unleased(self) -> int:
+        """Reports ready to send now: not leased, and holding a token."""
         with self._lock:
             (n,) = self._conn.execute(
-                "SELECT COUNT(*) FROM spool WHERE lease_until < ?", (time.time(),)
+                "SELECT COUNT(*) FROM spool WHERE lease_until < ? AND token <> ''",
+                (time.time(),),
             ).fetchone()
         return int(n)
 

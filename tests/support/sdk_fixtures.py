@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk import Response
+from tests.support.tokens import issue, test_key
 
 __all__ = ["BROWSERS", "CaptureTransport", "many_metrics", "specs", "spool_rows"]
 
@@ -50,12 +51,18 @@ class CaptureTransport:
 
     def __init__(self) -> None:
         self.batches: list[dict[str, Any]] = []
+        self.issued: dict[str, set[tuple[str, int, int]]] = {}
 
     def send(self, method: str, url: str, headers: Any, body: bytes | None,
              timeout: float) -> Response:
+        if url.endswith("/v1/tokens/key"):
+            return Response(200, {}, json.dumps(test_key().public.to_json()).encode())
         if method == "GET":
             return Response(404, {}, b"")
         assert body is not None
+        if url.endswith("/v1/tokens"):
+            answer = issue(headers["LDP-Install-Key"], json.loads(body), self.issued)
+            return Response(200, {}, json.dumps(answer).encode())
         batch = json.loads(gzip.decompress(body))
         self.batches.append(batch)
         results = [{"status": "accepted", "code": None}] * len(batch["report_id"])

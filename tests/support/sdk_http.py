@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ldp_core.wire import decode_batch
+from tests.support.tokens import issue, test_key
 
 __all__ = ["Reply", "ScriptedCollector", "Seen", "problem"]
 
@@ -78,6 +79,9 @@ class ScriptedCollector:
         self.payloads: list[object] = []
         self._ids: set[str] = set()
         self._tokens: set[str] = set()
+        #: The token issuer (not scripted, not in ``requests``): install key -> units.
+        self.issued: dict[str, set[tuple[str, int, int]]] = {}
+        self.token_requests = 0
         self.lock = threading.Lock()
         self.on_batch: Callable[[], None] | None = None
         self._server = _QuietServer(("127.0.0.1", port), self._handler())
@@ -139,6 +143,12 @@ class ScriptedCollector:
                     results.append({"status": "accepted", "code": None})
         return results
 
+    def _issue(self, install: str, body: dict[str, Any]) -> bytes:
+        """POST /v1/tokens as the collector answers it: one token per install and unit."""
+        with self.lock:
+            self.token_requests += 1
+            return json.dumps(issue(install, body, self.issued)).encode()
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
 
@@ -157,6 +167,10 @@ class ScriptedCollector:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
+                if self.path == "/v1/tokens/key":
+                    body = json.dumps(test_key().public.to_json()).encode()
+                    self._answer(200, {"Content-Type": "application/json"}, body)
+                    return
                 outer._record_request(self, b"")
                 if self.path == "/v1/metrics":
                     body = json.dumps({"metrics": outer.metrics}).encode()
@@ -168,6 +182,10 @@ class ScriptedCollector:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.headers.get("Content-Encoding") == "gzip":
                     raw = gzip.decompress(raw)
+                if self.path == "/v1/tokens":
+                    body = outer._issue(self.headers.get("LDP-Install-Key", ""), json.loads(raw))
+                    self._answer(200, {"Content-Type": "application/json"}, body)
+                    return
                 outer._record_request(self, raw)
                 with outer.lock:
                     reply = outer.script.popleft() if outer.script else None

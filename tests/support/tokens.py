@@ -18,14 +18,15 @@ import hashlib
 import secrets
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from ldp_core.tokens import b64url, token_input, unit_digest
+from ldp_core.tokens import b64url, token_input, unb64url, unit_digest
 from ldp_server.tokens import TokenKey, Verifier
 
-__all__ = ["TEST_TOKEN_KEY", "VERIFIER", "device_nonce", "mint", "test_key"]
+__all__ = ["TEST_TOKEN_KEY", "VERIFIER", "device_nonce", "issue", "mint", "test_key"]
 
 #: The PEM file of the test issuer key (never used outside tests).
 TEST_TOKEN_KEY = Path(__file__).with_name("token_key.pem")
@@ -52,3 +53,21 @@ def mint(metric: str, version: int, epoch: int, *, nonce: bytes | None = None) -
     nonce = secrets.token_bytes(32) if nonce is None else nonce
     msg = token_input(nonce, unit_digest(metric, version, epoch), key.public.key_id)
     return b64url(nonce + key.private.sign(msg, _PSS, hashes.SHA384()))
+
+
+def issue(install: str, body: dict[str, Any], issued: dict[str, set[tuple[str, int, int]]]
+          ) -> dict[str, Any]:
+    """POST /v1/tokens as the collector answers it (blind-signed with the test key):
+    one token per install and unit, ``token_limit`` after; ``issued`` is the state."""
+    key = test_key()
+    have = issued.setdefault(install, set())
+    results: list[dict[str, Any]] = []
+    for unit in body["units"]:
+        u = (unit["metric"], unit["version"], unit["epoch"])
+        if u in have:
+            results.append({"status": "rejected", "code": "token_limit"})
+            continue
+        have.add(u)
+        sig = key.blind_sign(unb64url(unit["blinded"]))
+        results.append({"status": "issued", "blind_sig": b64url(sig)})
+    return {"key_id": key.public.key_id.hex(), "results": results}

@@ -1,0 +1,222 @@
+"""Report tokens on the device: a stock per unit, fetched when online, one per report.
+
+A spooled report is sent only with a token of its unit (metric, version,
+epoch): ``TokenManager.ready`` (called by the sender before each claim)
+
+1. gives each waiting report a stock token of its unit (one transaction: the
+   token moves into the spool row, so a retry resends the same token and the
+   collector answers ``duplicate``, never counting it twice);
+2. for units still without one, asks the issuer (``POST /v1/tokens``, blind
+   RSA, ``ldp_core.tokens``), authenticated by the device's install key; it
+   also asks for the next epoch of each such metric, so that the token of a
+   report is usually fetched an epoch before it is spent (less timing link
+   between issuance and spending, and offline epochs already have tokens);
+3. keeps the blinded request (nonce, blinded message, unblinding factor) in
+   the store *before* sending it, so a lost answer is asked again with the
+   same blinded message, which the issuer signs again.
+
+A unit the issuer refuses for good (``token_limit``: this install already got
+its token for the unit; ``epoch_expired``; ``unknown_metric`` ...) drops its
+waiting reports, counted in ``dropped`` under that code.  Without network,
+reports wait in the spool (bounded by its quotas) until tokens come.
+
+>>> TokenManager.FINAL >= {"token_limit", "epoch_expired"}
+True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+
+from client_sdk._store import Store
+from client_sdk._transport import Transport
+from ldp_core.tokens import (
+    PendingToken,
+    PublicKey,
+    TokenError,
+    b64url,
+    prepare,
+    unb64url,
+    wire_token,
+)
+
+__all__ = ["TokenManager"]
+
+log = logging.getLogger("client_sdk")
+
+Unit = tuple[str, str, int, int]  # install, metric, version, epoch
+#: Units asked in one POST /v1/tokens (the collector's default limit).
+MAX_UNITS = 256
+
+
+class TokenManager:
+    """See the module docstring; one per Pipeline (thread-safe)."""
+
+    FINAL = frozenset({"token_limit", "epoch_expired", "unknown_metric", "unknown_version",
+                       "bad_unit", "bad_blinded"})
+
+    def __init__(self, store: Store, transport: Transport, url: str,
+                 headers: Callable[[], dict[str, str]], backoff: Callable[[int], float],
+                 *, ahead: bool = True) -> None:
+        self.store = store
+        #: Also ask for the next epoch of each metric (a Fleet, a simulation, does not).
+        self.ahead = ahead
+        self.transport = transport
+        self.url = url
+        self._headers = headers
+        self._backoff = backoff
+        self._key: PublicKey | None = None
+        self._lock = threading.Lock()
+        self._attempt = 0
+        self._not_before = 0.0
+        #: True if the last ``ready`` tried to fetch tokens and failed (a retry).
+        self.failed = False
+        #: The install key of rows spooled by an older SDK (no install column then).
+        self.default_install: str | None = None
+
+    def ready(self, timeout: float) -> Counter[str]:
+        """Tokens onto waiting reports, fetching missing ones; returns reports dropped
+        by code (units the issuer refused for good)."""
+        with self._lock:
+            self.failed = False
+            dropped: Counter[str] = Counter()
+            if not self._assign():
+                return dropped
+            if time.monotonic() < self._not_before:
+                return dropped
+            try:
+                dropped = self._fetch(timeout)
+            except (OSError, ValueError, TokenError, KeyError, TypeError) as exc:
+                log.info("tokens not fetched (%s)", type(exc).__name__)
+                self.failed = True
+                self._attempt += 1
+                self._not_before = time.monotonic() + self._backoff(self._attempt)
+                return dropped
+            self._attempt = 0
+            self._assign()
+            return dropped
+
+    # -- the store side ------------------------------------------------------------------
+
+    def _assign(self) -> list[Unit]:
+        """Move stock tokens into waiting rows; the units still waiting, oldest first."""
+        with self.store.transaction() as conn:
+            if self.default_install is not None:
+                conn.execute("UPDATE spool SET install = ? WHERE install = ''",
+                             (self.default_install,))
+            waiting = conn.execute(
+                "SELECT seq, install, metric, version, epoch FROM spool WHERE token = ''"
+                " ORDER BY seq").fetchall()
+            if not waiting:
+                return []
+            stock: dict[Unit, list[tuple[str, str]]] = defaultdict(list)
+            for install, metric, version, epoch, nonce, token in conn.execute(
+                    "SELECT install, metric, version, epoch, nonce, token FROM tokens"
+                    " WHERE token IS NOT NULL"):
+                stock[(install, metric, version, epoch)].append((nonce, token))
+            missing: dict[Unit, None] = {}
+            for seq, *unit_fields in waiting:
+                unit: Unit = tuple(unit_fields)
+                if stock.get(unit):
+                    nonce, token = stock[unit].pop()
+                    conn.execute("UPDATE spool SET token = ? WHERE seq = ?", (token, seq))
+                    conn.execute("DELETE FROM tokens WHERE install = ? AND metric = ? AND"
+                                 " version = ? AND epoch = ? AND nonce = ?", (*unit, nonce))
+                else:
+                    missing[unit] = None
+        return list(missing)
+
+    def _pending(self) -> dict[Unit, PendingToken]:
+        rows = self.store.query(
+            "SELECT install, metric, version, epoch, nonce, blinded, inv FROM tokens"
+            " WHERE token IS NULL")
+        return {(i, m, v, e): PendingToken(m, v, e, bytes.fromhex(n), bytes.fromhex(b), int(x, 16))
+                for i, m, v, e, n, b, x in rows}
+
+    def _stocked(self) -> set[Unit]:
+        rows = self.store.query("SELECT DISTINCT install, metric, version, epoch FROM tokens")
+        return {tuple(r) for r in rows}
+
+    # -- the network side ----------------------------------------------------------------
+
+    def _public_key(self, timeout: float) -> PublicKey:
+        if self._key is None:
+            answer = self.transport.send("GET", f"{self.url}/v1/tokens/key", self._headers(),
+                                         None, timeout)
+            if answer.status != 200:
+                raise ValueError(f"GET /v1/tokens/key answered {answer.status}")
+            self._key = PublicKey.from_json(json.loads(answer.body))
+        return self._key
+
+    def _fetch(self, timeout: float) -> Counter[str]:
+        missing = self._assign()
+        key = self._public_key(timeout)
+        pending = self._pending()
+        stocked = self._stocked()
+        wanted: dict[str, list[Unit]] = defaultdict(list)
+        for unit in missing:
+            wanted[unit[0]].append(unit)
+        for install, units in wanted.items() if self.ahead else ():  # one epoch ahead
+            latest: dict[tuple[str, int], int] = {}
+            for _, metric, version, epoch in units:
+                latest[(metric, version)] = max(epoch, latest.get((metric, version), epoch))
+            for (metric, version), epoch in latest.items():
+                ahead = (install, metric, version, epoch + 1)
+                if ahead not in stocked:
+                    units.append(ahead)
+        fresh = []
+        for units in wanted.values():
+            for unit in units:
+                if unit not in pending:
+                    pending[unit] = prepare(key, unit[1], unit[2], unit[3])
+                    fresh.append((unit, pending[unit]))
+        if fresh:  # kept before asking: a lost answer is asked again, same blinded message
+            with self.store.transaction() as conn:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO tokens (install, metric, version, epoch, nonce,"
+                    " blinded, inv, token) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                    [(*u, p.nonce.hex(), p.blinded.hex(), format(p.inv, "x")) for u, p in fresh])
+        dropped: Counter[str] = Counter()
+        for install, units in wanted.items():
+            for lo in range(0, len(units), MAX_UNITS):
+                chunk = [(u, pending[u]) for u in units[lo:lo + MAX_UNITS]]
+                dropped += self._ask(key, install, chunk, timeout, set(missing))
+        return dropped
+
+    def _ask(self, key: PublicKey, install: str, chunk: list[tuple[Unit, PendingToken]],
+             timeout: float, missing: set[Unit]) -> Counter[str]:
+        body = json.dumps({"units": [
+            {"metric": p.metric, "version": p.version, "epoch": p.epoch,
+             "blinded": b64url(p.blinded)} for _, p in chunk]}).encode()
+        headers = {**self._headers(), "Content-Type": "application/json",
+                   "LDP-Install-Key": install}
+        answer = self.transport.send("POST", f"{self.url}/v1/tokens", headers, body, timeout)
+        if answer.status != 200:
+            raise ValueError(f"POST /v1/tokens answered {answer.status}")
+        results = json.loads(answer.body)["results"]
+        if len(results) != len(chunk):
+            raise ValueError("POST /v1/tokens answered another number of results")
+        dropped: Counter[str] = Counter()
+        with self.store.transaction() as conn:
+            for (unit, p), result in zip(chunk, results, strict=True):
+                where = (*unit, p.nonce.hex())
+                if result.get("status") == "issued":
+                    token = wire_token(key, p, unb64url(result["blind_sig"]))
+                    conn.execute("UPDATE tokens SET token = ? WHERE install = ? AND metric = ?"
+                                 " AND version = ? AND epoch = ? AND nonce = ?", (token, *where))
+                elif result.get("code") in self.FINAL:
+                    conn.execute("DELETE FROM tokens WHERE install = ? AND metric = ? AND"
+                                 " version = ? AND epoch = ? AND nonce = ?", where)
+                    if unit in missing:
+                        gone = conn.execute(
+                            "DELETE FROM spool WHERE token = '' AND install = ? AND metric = ?"
+                            " AND version = ? AND epoch = ?", unit).rowcount
+                        dropped[str(result["code"])] += gone
+        if dropped:
+            self.store.remove([])  # recount after the deletes
+        return dropped
