@@ -89,7 +89,6 @@ class Pipeline:
         self.tokens = TokenManager(
             store, transport, self.url,
             lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": _USER_AGENT},
-            lambda attempt: self.config.backoff_delay(attempt, self._jitter.uniform),
         )
         self._init_state()
         self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (
@@ -386,6 +385,9 @@ class Pipeline:
         """One POST of the oldest spooled reports: 'ok', 'retry' or 'empty'."""
         timeout = max(0.05, min(self.config.request_timeout, deadline - time.monotonic()))
         refused = self.tokens.ready(timeout)
+        if self.tokens.progress:
+            with self._cond:
+                self._attempt = 0
         if refused:
             log.warning("token issuer refused units: %s (their reports dropped)", dict(refused))
             with self._cond:

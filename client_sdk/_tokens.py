@@ -29,12 +29,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from client_sdk._store import Store
-from client_sdk._transport import Transport
+from client_sdk._transport import Response, Transport
 from ldp_core.tokens import (
     PendingToken,
     PublicKey,
@@ -47,6 +46,32 @@ from ldp_core.tokens import (
 
 __all__ = ["TokenManager"]
 
+#: Answers worth asking again (then with backoff); any other 4xx is final.
+_RETRYABLE = frozenset({408, 425, 429})
+
+
+class _Refused(Exception):
+    """The issuer refused the request for good (a wrong key, a bad request)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _check(answer: Response, what: str) -> None:
+    status = answer.status
+    if status == 200:
+        return
+    if 400 <= status < 500 and status not in _RETRYABLE:
+        code = None
+        try:
+            data = json.loads(answer.body)
+            code = data.get("code") if isinstance(data, dict) else None
+        except ValueError:
+            pass
+        raise _Refused(code if isinstance(code, str) and len(code) <= 64 else f"http_{status}")
+    raise ValueError(f"{what} answered {status}")
+
 log = logging.getLogger("client_sdk")
 
 Unit = tuple[str, str, int, int]  # install, metric, version, epoch
@@ -57,25 +82,24 @@ MAX_UNITS = 256
 class TokenManager:
     """See the module docstring; one per Pipeline (thread-safe)."""
 
-    FINAL = frozenset({"token_limit", "epoch_expired", "unknown_metric", "unknown_version",
+    FINAL = frozenset({"token_limit", "epoch_expired", "epoch_in_future", "unknown_metric",
+                       "unknown_version",
                        "bad_unit", "bad_blinded"})
 
     def __init__(self, store: Store, transport: Transport, url: str,
-                 headers: Callable[[], dict[str, str]], backoff: Callable[[int], float],
-                 *, ahead: bool = True) -> None:
+                 headers: Callable[[], dict[str, str]], *, ahead: bool = True) -> None:
         self.store = store
         #: Also ask for the next epoch of each metric (a Fleet, a simulation, does not).
         self.ahead = ahead
         self.transport = transport
         self.url = url
         self._headers = headers
-        self._backoff = backoff
         self._key: PublicKey | None = None
         self._lock = threading.Lock()
-        self._attempt = 0
-        self._not_before = 0.0
         #: True if the last ``ready`` tried to fetch tokens and failed (a retry).
         self.failed = False
+        #: True if the last ``ready`` got at least one token (the sender's backoff resets).
+        self.progress = False
         #: The install key of rows spooled by an older SDK (no install column then).
         self.default_install: str | None = None
 
@@ -83,21 +107,23 @@ class TokenManager:
         """Tokens onto waiting reports, fetching missing ones; returns reports dropped
         by code (units the issuer refused for good)."""
         with self._lock:
-            self.failed = False
+            self.failed = self.progress = False
             dropped: Counter[str] = Counter()
             if not self._assign():
                 return dropped
-            if time.monotonic() < self._not_before:
-                return dropped
             try:
                 dropped = self._fetch(timeout)
+            except _Refused as exc:
+                log.warning("token issuer refused the request: %s (waiting reports dropped)",
+                            exc.code)
+                with self.store.transaction() as conn:
+                    gone = conn.execute("DELETE FROM spool WHERE token = ''").rowcount
+                self.store.remove([])
+                return Counter({exc.code: gone})
             except (OSError, ValueError, TokenError, KeyError, TypeError) as exc:
-                log.info("tokens not fetched (%s)", type(exc).__name__)
-                self.failed = True
-                self._attempt += 1
-                self._not_before = time.monotonic() + self._backoff(self._attempt)
+                log.info("tokens not fetched (%s: %s)", type(exc).__name__, exc)
+                self.failed = True  # the sender backs off (``Pipeline._retry``)
                 return dropped
-            self._attempt = 0
             self._assign()
             return dropped
 
@@ -148,8 +174,7 @@ class TokenManager:
         if self._key is None:
             answer = self.transport.send("GET", f"{self.url}/v1/tokens/key", self._headers(),
                                          None, timeout)
-            if answer.status != 200:
-                raise ValueError(f"GET /v1/tokens/key answered {answer.status}")
+            _check(answer, "GET /v1/tokens/key")
             self._key = PublicKey.from_json(json.loads(answer.body))
         return self._key
 
@@ -196,8 +221,7 @@ class TokenManager:
         headers = {**self._headers(), "Content-Type": "application/json",
                    "LDP-Install-Key": install}
         answer = self.transport.send("POST", f"{self.url}/v1/tokens", headers, body, timeout)
-        if answer.status != 200:
-            raise ValueError(f"POST /v1/tokens answered {answer.status}")
+        _check(answer, "POST /v1/tokens")
         results = json.loads(answer.body)["results"]
         if len(results) != len(chunk):
             raise ValueError("POST /v1/tokens answered another number of results")
@@ -207,6 +231,7 @@ class TokenManager:
                 where = (*unit, p.nonce.hex())
                 if result.get("status") == "issued":
                     token = wire_token(key, p, unb64url(result["blind_sig"]))
+                    self.progress = True
                     conn.execute("UPDATE tokens SET token = ? WHERE install = ? AND metric = ?"
                                  " AND version = ? AND epoch = ? AND nonce = ?", (token, *where))
                 elif result.get("code") in self.FINAL:
