@@ -194,6 +194,9 @@ class TokenManager:
                 ahead = (install, metric, version, epoch + 1)
                 if ahead not in stocked:
                     units.append(ahead)
+        for unit in pending:  # asked before, answer lost: ask again, same blinded message
+            if unit not in wanted[unit[0]]:
+                wanted[unit[0]].append(unit)
         fresh = []
         for units in wanted.values():
             for unit in units:
