@@ -103,7 +103,8 @@ def create_app(
         )
         app.state.store = store
         app.state.tokens = TokenService.of(
-            await load_token_key(store.client, settings.token_key_file))
+            await load_token_key(store.client, settings.token_key_file,
+                                 dev=settings.env != "prod"))
         ready = await store.ready()
         log_event(log, "collector_started", env=settings.env, redis=settings.redis_target,
                   redis_ready=ready, shards=settings.shards)

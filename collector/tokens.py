@@ -122,11 +122,12 @@ def _unb64(text: str) -> bytes | None:
         return None
 
 
-async def load_token_key(client: RedisClient, path: str | None) -> TokenKey:
+async def load_token_key(client: RedisClient, path: str | None, *, dev: bool) -> TokenKey:
     """The issuer key: from ``path`` (LDP_TOKEN_KEY_FILE), else (dev only) one
-    created once and kept in Redis, so every collector instance shares it."""
+    created once and kept in Redis, so every collector instance shares it.
+    A key file must hold >= 2048 bits, >= 1024 in dev (the test suite's key)."""
     if path is not None:
-        return TokenKey.from_file(path)
+        return TokenKey.from_file(path, min_bits=1024 if dev else 2048)
     pem = await client.get(TOKEN_KEY)
     if pem is None:
         await client.set(TOKEN_KEY, TokenKey.generate(2048).to_pem(), nx=True)

@@ -2,7 +2,7 @@
 
 >>> env = envelope("browser", 1, today(), 2, device=7)
 >>> len(env.report_id), len(env.token)
-(32, 384)
+(32, 214)
 """
 
 from __future__ import annotations
