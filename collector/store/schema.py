@@ -94,6 +94,7 @@ __all__ = [
     "index_key",
     "mac_key",
     "spec_key",
+    "spent_record",
     "tally_tag",
 ]
 
@@ -214,6 +215,18 @@ def mac_key(secret: bytes) -> bytes:
     """The secret as a BLAKE2b key (at most 64 bytes)."""
     return secret if len(secret) <= 64 else blake2b(secret).digest()
 
+
+
+def spent_record(secret: bytes, nonce_hex: str, shards: int) -> tuple[int, bytes, bytes]:
+    """(shard, bucket, rest) of a spent token in the per-report state (see above).
+
+    >>> shard, bucket, rest = spent_record(b"k" * 32, "00" * 32, 4)
+    >>> 0 <= shard < 4, len(bucket), len(rest)
+    (True, 2, 6)
+    """
+    digest = blake2b(nonce_hex.encode(), key=mac_key(secret), digest_size=12,
+                     person=b"ldp-spent").digest()
+    return int.from_bytes(digest[:4], "big") % shards, digest[4:6], digest[6:]
 
 
 def as_text(value: bytes | str) -> str:

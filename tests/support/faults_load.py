@@ -3,7 +3,8 @@
 ``python -m tests.support.faults_load URL OUT_DIR SEED BATCHES EPOCH`` sends
 BATCHES pre-encoded batches of 1000 GRR reports of the metric ``browser``
 (version 1, 4 buckets) to the collector at URL, one after the other, retrying
-each batch (the very same bytes: the same report ids and tokens) until it is
+each batch (the very same bytes: the same report ids and tokens, valid tokens
+signed with the test issuer key, ``tests.support.tokens``) until it is
 answered 200.  It writes, flushed line by line:
 
     OUT_DIR/attempts.log   "send <batch> <attempt>" before each POST and
@@ -12,8 +13,9 @@ answered 200.  It writes, flushed line by line:
                            attempts it took and one letter per report
                            (a accepted, d duplicate, r rejected)
 
-The batches are a pure function of SEED (``make_batches``), so the test
-rebuilds them to know every report id and payload without reading them back.
+The batches are a pure function of SEED (``make_batches``) but for the
+signatures of the tokens (randomised PSS salt), so the test rebuilds them to
+know every report id, payload and token nonce without reading them back.
 
 >>> batches = make_batches(seed=1, count=2, epoch=20000)
 >>> [len(b["report_id"]) for b in batches], batches[0]["metric"][0]
@@ -36,6 +38,7 @@ import httpx
 import orjson
 
 from tests.support.servers import INGEST_KEY, auth
+from tests.support.tokens import mint
 
 __all__ = [
     "BATCH",
@@ -60,7 +63,8 @@ def make_batches(seed: int, count: int, epoch: int) -> list[dict[str, list[Any]]
             "version": [1] * BATCH,
             "epoch": [epoch] * BATCH,
             "report_id": [f"{rng.getrandbits(128):032x}" for _ in range(BATCH)],
-            "token": [f"{rng.getrandbits(256):064x}" for _ in range(BATCH)],
+            "token": [mint(METRIC, 1, epoch, nonce=rng.getrandbits(256).to_bytes(32, "big"))
+                      for _ in range(BATCH)],
             "payload": [rng.randrange(BUCKETS) for _ in range(BATCH)],
         })
     return out

@@ -25,10 +25,20 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
+from collector.store.schema import spent_record
 from ldp_core.tokens import b64url, token_input, unb64url, unit_digest
 from ldp_server.tokens import TokenKey, Verifier
 
-__all__ = ["TEST_TOKEN_KEY", "VERIFIER", "device_nonce", "issue", "mint", "test_key"]
+__all__ = [
+    "TEST_TOKEN_KEY",
+    "VERIFIER",
+    "device_nonce",
+    "is_spent",
+    "issue",
+    "mint",
+    "spent",
+    "test_key",
+]
 
 #: The PEM file of the test issuer key (never used outside tests).
 TEST_TOKEN_KEY = Path(__file__).with_name("token_key.pem")
@@ -73,3 +83,14 @@ def issue(install: str, body: dict[str, Any], issued: dict[str, set[tuple[str, i
         sig = key.blind_sign(unb64url(unit["blinded"]))
         results.append({"status": "issued", "blind_sig": b64url(sig)})
     return {"key_id": key.public.key_id.hex(), "results": results}
+
+
+def spent(token: str, secret: bytes, shards: int) -> tuple[int, bytes, bytes]:
+    """(shard, bucket, rest) of a wire token in the collector's per-report state."""
+    return spent_record(secret, unb64url(token)[:32].hex(), shards)
+
+
+def is_spent(blob: bytes | None, rest: bytes) -> bool:
+    """Whether a bucket's value holds ``rest`` at a 6-byte boundary."""
+    blob = blob or b""
+    return any(blob[i:i + 6] == rest for i in range(0, len(blob), 6))

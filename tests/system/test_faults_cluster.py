@@ -25,7 +25,6 @@ import asyncio
 import random
 import time
 from collections import Counter
-from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from tests.support.asgi import asgi_client
 from tests.support.faults_load import make_batches
 from tests.support.reports import NOW, SPECS, today
 from tests.support.servers import ADMIN_KEY, INGEST_KEY, RedisClusterProcesses, auth
+from tests.support.tokens import spent
 
 pytestmark = pytest.mark.anyio
 
@@ -55,8 +55,7 @@ def _cluster_client(port: int) -> RedisCluster:
 
 
 def _shard_of(token: str, secret: bytes, shards: int) -> int:
-    digest = blake2b(token.encode(), key=secret, digest_size=16, person=b"ldp-token").digest()
-    return int.from_bytes(digest[:4], "big") % shards
+    return spent(token, secret, shards)[0]
 
 
 @pytest.mark.slow

@@ -7,8 +7,9 @@ the replica is promoted (REPLICAOF NO ONE) and the collector restarted on it.
 
 Replication is asynchronous, so reports that the master acknowledged but had
 not yet streamed to the replica are lost: the test measures exactly which (an
-acknowledged report is on the replica iff its dedupe entry is: token digest ->
-report-id digest, in the same script effects as its counters) and states the
+acknowledged report is on the replica iff its spent-token entry is: the
+6-byte rest of its token digest in its bucket, written by the same script
+effects as its counters) and states the
 number.  Nothing may be double-counted, and the final count must equal the
 distinct acknowledged reports minus exactly those lost.
 """
@@ -16,7 +17,6 @@ distinct acknowledged reports minus exactly those lost.
 from __future__ import annotations
 
 import time
-from hashlib import blake2b
 from pathlib import Path
 
 import redis
@@ -34,27 +34,26 @@ from tests.support.faults_run import (
 )
 from tests.support.reports import today
 from tests.support.servers import start_collector
+from tests.support.tokens import is_spent, spent
 
 BATCHES = 20
 
 
 def _missing_on(replica: RedisServer, reports: list[tuple[str, str]], epoch: int,
                 shards: int = 4) -> list[str]:
-    """The report ids of (report_id, token) pairs whose dedupe entry the replica lacks."""
+    """The report ids of (report_id, token) pairs whose spent-token entry the replica lacks."""
     with redis.Redis(port=replica.port) as r:
         secret = r.get("ldp:{spec}:secret")
         assert isinstance(secret, bytes)
         pipe = r.pipeline(transaction=False)
         wanted = []
-        for rid, token in reports:
-            tok = blake2b(token.encode(), key=secret, digest_size=16, person=b"ldp-token").digest()
-            wanted.append(blake2b(rid.encode(), key=secret, digest_size=8,
-                                  person=b"ldp-report-id").digest())
-            shard = int.from_bytes(tok[:4], "big") % shards
-            pipe.hget(f"ldp:{{m:browser:1:{epoch}:{shard}}}:d", tok)
+        for _, token in reports:
+            shard, bucket, rest = spent(token, secret, shards)
+            wanted.append(rest)
+            pipe.hget(f"ldp:{{m:browser:1:{epoch}:{shard}}}:d", bucket)
         found = pipe.execute()
     return [rid for (rid, _), want, got in zip(reports, wanted, found, strict=True)
-            if got != want]
+            if not is_spent(got, want)]
 
 
 def test_failover_to_a_replica_loses_at_most_the_unreplicated_and_counts_nothing_twice(
