@@ -116,6 +116,8 @@ class Stack:
             "LDP_ADMIN_KEYS": ADMIN_KEY,
             "LDP_INGEST_KEYS": INGEST_KEY,
             "LDP_ANALYST_KEYS": ANALYST_KEY,
+            # The test issuer key: loadgen.py mints valid report tokens with it.
+            "LDP_TOKEN_KEY_FILE": str(REPO_ROOT / "tests" / "support" / "token_key.pem"),
             "LDP_RATE_LIMIT_PER_SECOND": "0",
             "LDP_LOG_LEVEL": "WARNING",
         }

@@ -31,9 +31,9 @@ What ``record`` does, in order (none of it touches the network):
 The ledger charges the mechanism's declared epsilon (an upper bound on the
 epsilon its integer thresholds implement), and sums are rounded up.  A unit
 is per metric *name*: a new version of a spec shares the budget of its name.
-``budgets={"m": 2.0}`` allows two reports per epoch locally, but the collector
-accepts one token per (device, metric, version, epoch), so the second would
-come back ``token_reused`` -- raise budgets only with a collector configured
+``budgets={"m": 2.0}`` allows two reports per epoch locally, but the token
+issuer gives one token per (install, metric, version, epoch), so the second
+is dropped as ``token_limit`` -- raise budgets only with an issuer configured
 for it.  For memoised metrics the lifetime ledger charges ``epsilon_inf`` once
 per permanent response drawn (per distinct value and mechanism fingerprint,
 keyed by an HMAC); ``lifetime_budgets`` caps the sum per name, and an opt-out

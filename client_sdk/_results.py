@@ -56,7 +56,8 @@ class Counters:
     sent        reports the collector accepted
     duplicates  reports the collector had already (a re-send): delivered
     dropped     reports given up, by reason: a collector rejection code
-                (``token_reused`` ...), a final HTTP error code (``invalid_key``,
+                (``bad_token`` ...), a token issuer's refusal of the unit
+                (``token_limit``, ``epoch_expired`` ...), a final HTTP error code (``invalid_key``,
                 ``http_404`` ...), ``spool_full``, ``opt_out``, ``storage_error``
     refused     record calls refused locally, by status (``over_budget``,
                 ``unknown_metric``, ``sampled_out`` ...)

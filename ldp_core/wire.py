@@ -6,12 +6,15 @@ A batch is columnar, one array per field, all of one length (<= 1000):
      "version":   [1, 1],
      "epoch":     [20421, 20421],
      "report_id": ["9f86d081884c7d659a2feaa0c55ad015", ...],   # 128 random bits, hex
-     "token":     ["<64 hex>", ...],                           # HMAC-SHA256, hex
+     "token":     ["<base64url>", ...],                        # ldp_core.tokens
      "payload":   [3, 7]}                                      # the mechanism's wire form
 
 Columns parse faster than a list of objects and validate in bulk.  The token
-is HMAC(device secret, "metric|version|epoch"): one report per device, metric
-and epoch, and tokens of different epochs or metrics cannot be linked.
+is a blind-signed report token of the report's unit (``ldp_core.tokens``:
+base64url, no padding, of nonce (32 bytes) || RSA signature (k bytes), 384
+characters for a 2048-bit issuer key): the issuer gives one per device and
+unit, and cannot link it to the device it gave it to.  ``device_token`` (the
+old per-device HMAC token) is kept only for code that still imports it.
 
 This module is the only definition of the batch: the SDK encodes with
 ``batch_json`` (its payloads are stored as JSON text already), tests and tools
@@ -76,7 +79,8 @@ class Envelope:
 
 
 def device_token(secret: bytes, metric: str, version: int, epoch: int) -> str:
-    """HMAC-SHA256(secret, "metric|version|epoch"), hex: the per-epoch device token."""
+    """HMAC-SHA256(secret, "metric|version|epoch"), hex: the old per-epoch device
+    token, no longer accepted by the collector (reports carry ``ldp_core.tokens``)."""
     message = f"{metric}|{version}|{epoch}".encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 

@@ -44,7 +44,8 @@ import orjson
 from locust import FastHttpUser, between, task
 
 from ldp_core.metric import MetricSpec
-from ldp_core.wire import Envelope, device_token, encode_batch
+from ldp_core.wire import Envelope, encode_batch
+from tests.support.tokens import mint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from specs import SPEC_BODIES  # noqa: F401 - re-exported for run.sh
@@ -119,14 +120,13 @@ class DeviceUser(FastHttpUser):
         now = time.time()
         out = []
         for _ in range(DEVICES):
-            secret = secrets.token_bytes(32)
             for spec in self.specs:
                 m = spec.build()
                 epoch = spec.epoch_at(now)
                 report = m.randomize(spec.index_of(true_value(spec, self.rng)))
                 out.append(Envelope(
                     spec.name, spec.version, epoch, secrets.token_hex(16),
-                    device_token(secret, spec.name, spec.version, epoch), m.encode(report),
+                    mint(spec.name, spec.version, epoch), m.encode(report),
                 ))
         return out
 

@@ -131,10 +131,9 @@ class ScriptedCollector:
         results = []
         with self.lock:
             for env in decode_batch(batch):
-                if env.report_id in self._ids:
+                if env.report_id in self._ids or env.token in self._tokens:
+                    # As the collector: a spent token is a duplicate, retry or reuse.
                     results.append({"status": "duplicate", "code": None})
-                elif env.token in self._tokens:
-                    results.append({"status": "rejected", "code": "token_reused"})
                 else:
                     self._ids.add(env.report_id)
                     self._tokens.add(env.token)
