@@ -82,7 +82,8 @@ _BATCH: dict[str, Any] = {
         "version": {**_COLUMN, "description": "metric versions (integers)"},
         "epoch": {**_COLUMN, "description": "epoch numbers (integers)"},
         "report_id": {**_COLUMN, "description": "32 lowercase hex characters each"},
-        "token": {**_COLUMN, "description": "64 lowercase hex characters each"},
+        "token": {**_COLUMN, "description": "report tokens (ldp_core.tokens): base64url of"
+                  " nonce || blind RSA signature of the report's unit, one per report"},
         "payload": {**_COLUMN, "description": "the mechanism's wire form of each report"},
     },
     "additionalProperties": False,

@@ -29,6 +29,7 @@ import orjson
 import redis
 
 from client_sdk import DeliveryConfig, Fleet
+from ldp_core.tokens import unb64url
 from ldp_core.wire import encode_batch
 from ldp_server.redis_server import RedisServer
 from tests.support.faults_run import account_ids
@@ -142,8 +143,10 @@ def test_no_true_value_ip_id_token_or_key_in_redis_or_logs(
     assert len(ids) == 700
     needles: dict[str, list[bytes]] = {
         "report id": [x.encode() for x in ids] + [bytes.fromhex(x) for x in ids],
-        "token": [x.encode() for x in tokens] + [bytes.fromhex(x) for x in tokens]
-        + [bytes.fromhex(x)[:16] for x in tokens],
+        # A token in clear, its raw bytes, its nonce, its signature, or 16 bytes of it.
+        "token": [x.encode() for x in tokens] + [unb64url(x) for x in tokens]
+        + [unb64url(x)[:32] for x in tokens] + [unb64url(x)[32:] for x in tokens]
+        + [unb64url(x)[:16] for x in tokens],
         "api key": [k.encode() for k in (ADMIN_KEY, INGEST_KEY, ANALYST_KEY, wrong_key)],
         "true value": [repr(v).encode() for v in TRUE_VALUES]
         + [orjson.dumps(v) for v in TRUE_VALUES],

@@ -36,6 +36,7 @@ from tests.support.servers import (
     INGEST_KEY,
     ServiceProcess,
     auth,
+    start_collector,
     start_uvicorn,
 )
 
@@ -63,6 +64,20 @@ def correlated_and_naive(m: Mechanism, n: int, value: float, epochs: int) -> tup
     naive = m.count_variance(n, c)
     bound = naive + (epochs - 1) * m.permanent.count_variance(n, c)  # type: ignore[attr-defined]
     return math.sqrt(bound) / n, math.sqrt(naive) / n
+
+
+@pytest.fixture()
+def collector_service(redis_server: RedisServer, tmp_path: Path) -> Iterator[ServiceProcess]:
+    """The collector, accepting reports of the last EPOCHS days (the fleet's clock starts
+    EPOCHS days back; the default acceptance window is 96 hours)."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    extra = {"LDP_ACCEPTANCE_HOURS": str(24 * (EPOCHS + 2))}
+    with start_collector(redis_server.url, log_dir=tmp_path / "collector",
+                         extra_env=extra) as service:
+        yield service
 
 
 @pytest.fixture()
