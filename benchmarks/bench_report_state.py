@@ -35,7 +35,7 @@ import redis
 from collector.store.schema import INGEST_LUA
 from ldp_server.redis_server import RedisServer
 
-__all__ = ["measure", "main"]
+__all__ = ["main", "measure"]
 
 SHARDS = 4
 BATCH = 1000

@@ -123,15 +123,17 @@ class Verifier:
         (self.modulus_bytes,) = sizes
         self.token_chars = math.ceil((NONCE_BYTES + self.modulus_bytes) * 4 / 3)
 
-    def check(self, token: object, metric: str, version: int, epoch: int) -> bytes | None:
-        """The token's nonce if it is a valid token of this unit, else None."""
+    def check(self, token: object, metric: str, version: int, epoch: int,
+              unit: bytes | None = None) -> bytes | None:
+        """The token's nonce if it is a valid token of this unit, else None
+        (``unit``: the unit's digest, if the caller has it already)."""
         if type(token) is not str or len(token) != self.token_chars:
             return None
         try:
             nonce, sig = parse_wire_token(token, self.modulus_bytes)
         except TokenError:
             return None
-        unit = unit_digest(metric, version, epoch)
+        unit = unit or unit_digest(metric, version, epoch)
         for _key, key_id, public in self._keys:
             try:
                 public.verify(sig, token_input(nonce, unit, key_id), _PSS, hashes.SHA384())
@@ -144,4 +146,11 @@ class Verifier:
         self, items: Sequence[tuple[object, str, int, int]]
     ) -> list[bytes | None]:
         """``check`` for each (token, metric, version, epoch), in order (run it off the loop)."""
-        return [self.check(*item) for item in items]
+        units: dict[tuple[str, int, int], bytes] = {}
+        out: list[bytes | None] = []
+        for token, metric, version, epoch in items:
+            key = (metric, version, epoch)
+            if key not in units:
+                units[key] = unit_digest(metric, version, epoch)
+            out.append(self.check(token, metric, version, epoch, units[key]))
+        return out

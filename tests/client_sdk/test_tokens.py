@@ -134,3 +134,34 @@ def test_a_token_is_spent_once_even_when_its_answer_is_lost(
         assert first == second                             # the same blinded messages
     finally:
         c.close(0)
+
+
+def test_reports_spooled_by_the_previous_sdk_go_out_with_new_tokens(tmp_path: Path) -> None:
+    """Schema 2 spool rows held HMAC tokens that the collector refuses: after the
+    upgrade they wait for a blind-signed token like any new report, and count."""
+    import sqlite3
+
+    from tests.support.sdk_http import ScriptedCollector
+
+    first = Client("http://127.0.0.1:9", api_key=INGEST_KEY, state_dir=tmp_path,
+                   metrics=specs(), background=False)
+    assert first.record("browser", "zebrafox-7f3a").ok
+    first.close(0)
+    conn = sqlite3.connect(tmp_path / "spool.sqlite3")  # as schema 2 left it
+    conn.executescript("""
+        UPDATE spool SET token = printf('%064d', 7);
+        CREATE TABLE spool2 AS SELECT seq, report_id, metric, version, epoch, token, payload,
+            charge, size, lease_until, lease_pid FROM spool;
+        DROP TABLE spool; ALTER TABLE spool2 RENAME TO spool; DROP TABLE tokens;
+        PRAGMA user_version = 2;""")
+    conn.close()
+    with ScriptedCollector(specs()) as srv:
+        c = Client(srv.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+                   background=False, delivery=QUICK)
+        try:
+            assert c.flush(10) and c.counters().sent == 1
+            (batch,) = [json.loads(gzip.decompress(p.body) if p.body[:2] == b"\x1f\x8b"
+                                   else p.body) for p in srv.posts()]
+            assert len(unb64url(batch["token"][0])) == 32 + 128  # a real token now
+        finally:
+            c.close(0)
