@@ -395,7 +395,7 @@ class Pipeline:
                 self._after_removal_locked()
         claimed = self.store.claim(self._send_limit, self.config.request_timeout + 5.0)
         if not claimed and self.tokens.failed:  # reports wait for tokens: back off
-            return self._retry(claimed, None)
+            return self._retry(claimed, self.tokens.failed_answer)
         if not claimed:
             with self._cond:
                 if not self.store.pending() and not self._buffer:

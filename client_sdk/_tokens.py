@@ -58,6 +58,14 @@ class _Refused(Exception):
         self.code = code
 
 
+class _Busy(ValueError):
+    """A retryable answer (429, 503 ...): its Retry-After is honoured by the sender."""
+
+    def __init__(self, answer: Response, message: str) -> None:
+        super().__init__(message)
+        self.answer = answer
+
+
 def _check(answer: Response, what: str) -> None:
     status = answer.status
     if status == 200:
@@ -70,7 +78,7 @@ def _check(answer: Response, what: str) -> None:
         except ValueError:
             pass
         raise _Refused(code if isinstance(code, str) and len(code) <= 64 else f"http_{status}")
-    raise ValueError(f"{what} answered {status}")
+    raise _Busy(answer, f"{what} answered {status}")
 
 log = logging.getLogger("client_sdk")
 
@@ -98,6 +106,8 @@ class TokenManager:
         self._lock = threading.Lock()
         #: True if the last ``ready`` tried to fetch tokens and failed (a retry).
         self.failed = False
+        #: The issuer's answer of that failure, if any (429/503: its Retry-After counts).
+        self.failed_answer: Response | None = None
         #: True if the last ``ready`` got at least one token (the sender's backoff resets).
         self.progress = False
         #: The install key of rows spooled by an older SDK (no install column then).
@@ -108,6 +118,7 @@ class TokenManager:
         by code (units the issuer refused for good)."""
         with self._lock:
             self.failed = self.progress = False
+            self.failed_answer = None
             dropped: Counter[str] = Counter()
             if not self._assign():
                 return dropped
@@ -123,6 +134,7 @@ class TokenManager:
             except (OSError, ValueError, TokenError, KeyError, TypeError) as exc:
                 log.info("tokens not fetched (%s: %s)", type(exc).__name__, exc)
                 self.failed = True  # the sender backs off (``Pipeline._retry``)
+                self.failed_answer = exc.answer if isinstance(exc, _Busy) else None
                 return dropped
             self._assign()
             return dropped

@@ -44,9 +44,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from collector.store import ValidReport
+from collector.token_crypto import TokenKey, Verifier
 from ldp_server.problems import Problem
 from ldp_server.redis_client import RedisClient
-from ldp_server.tokens import TokenKey, Verifier
 
 __all__ = [
     "ISSUE_LUA",

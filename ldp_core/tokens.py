@@ -8,7 +8,7 @@ Pass token type 0x0002 uses (RFC 9578 section 6).  A device
    version, epoch): ``0x0002 || nonce || unit_digest || key_id`` (98 bytes,
    the RFC 9578 layout, with the TokenChallenge digest replaced by the unit);
 2. blinds it (``blind``) and sends the blinded message to the issuer, which
-   signs it without seeing it (``ldp_server.tokens.Issuer.blind_sign``);
+   signs it without seeing it (``collector.token_crypto.TokenKey.blind_sign``);
 3. unblinds the answer (``finalize``, which also verifies the signature), and
    keeps ``nonce || signature`` until it sends the report of that unit.
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from collector.token_crypto import TokenKey, Verifier
 from ldp_core import tokens
 from ldp_core.tokens import PublicKey, TokenError
-from ldp_server.tokens import TokenKey, Verifier
 
 VECTOR = json.loads((Path(__file__).parent / "data/rfc9474_a3_pss_deterministic.json").read_text())
 

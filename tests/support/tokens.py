@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 from collector.store.schema import spent_record
+from collector.token_crypto import TokenKey, Verifier
 from ldp_core.tokens import b64url, token_input, unb64url, unit_digest
-from ldp_server.tokens import TokenKey, Verifier
 
 __all__ = [
     "TEST_TOKEN_KEY",

@@ -173,7 +173,7 @@ def test_no_true_value_ip_id_token_or_key_in_redis_or_logs(
 def test_rate_limited_sdk_honours_retry_after_and_delivers_everything(
     fresh_redis: RedisServer, tmp_path: Path
 ) -> None:
-    limits = {"LDP_RATE_LIMIT_PER_SECOND": "0.5", "LDP_RATE_LIMIT_BURST": "1"}
+    limits = {"LDP_RATE_LIMIT_PER_SECOND": "1", "LDP_RATE_LIMIT_BURST": "1"}
     collector = start_collector(fresh_redis.url, log_dir=tmp_path / "collector",
                                 extra_env=limits)
     log = tmp_path / "sdk.jsonl"
@@ -190,8 +190,10 @@ def test_rate_limited_sdk_honours_retry_after_and_delivers_everything(
             while not fleet.refresh_metrics(2):
                 assert time.monotonic() < deadline
             started = time.monotonic()
-            for round_ in range(5):  # five flushes: five batches against one token per 2 s
-                for i in range(30):
+            # Five flushes of two devices: each device asks the issuer for its token
+            # (POST /v1/tokens), then one batch: 15 requests against one per second.
+            for round_ in range(5):
+                for i in range(2):
                     assert fleet.device().record("browser",
                                                  SPECS["browser"]["domain"][i % 4]).ok
                 assert fleet.flush(60), round_
@@ -219,6 +221,6 @@ def test_rate_limited_sdk_honours_retry_after_and_delivers_everything(
     assert all(g >= int(rows[i]["retry_after"]) - 0.05 for i, g in zip(limited, gaps,
                                                                       strict=False))
     assert 'ldp_batches_refused_total{code="rate_limited"}' in prometheus
-    assert counters.sent == 150 and counters.pending == 0 and counters.dropped == {}
+    assert counters.sent == 10 and counters.pending == 0 and counters.dropped == {}
     assert counters.retries >= len(limited)
-    assert (acc["counted"], acc["lost"], acc["double_counted"]) == (150, 0, 0)
+    assert (acc["counted"], acc["lost"], acc["double_counted"]) == (10, 0, 0)

@@ -1,5 +1,7 @@
 """The server half of the report tokens: blind signing and bulk verification.
 
+(In the collector package: ``ldp_server`` imports nothing of ``ldp_core``.)
+
 The protocol is in ``ldp_core.tokens`` (RSABSSA-SHA384-PSS-Deterministic,
 RFC 9474; the token layout of Privacy Pass type 0x0002, RFC 9578).  Here:
 
