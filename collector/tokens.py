@@ -80,8 +80,9 @@ for i = 2, #ARGV, 2 do
 end
 if #fresh > 0 then
   redis.call('HSET', KEYS[1], unpack(fresh))
-  local ttl = redis.call('EXPIRETIME', KEYS[1])
-  if ttl < tonumber(ARGV[1]) then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
+  local ttl = redis.call('TTL', KEYS[1])
+  local now = tonumber(redis.call('TIME')[1])
+  if ttl < 0 or now + ttl < tonumber(ARGV[1]) then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
 end
 return table.concat(out)
 """

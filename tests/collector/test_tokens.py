@@ -180,3 +180,25 @@ async def test_a_report_after_the_acceptance_window_is_refused(redis_url: str) -
         ok = envelope("browser", 1, epoch - 1, 1)     # ended < 24 h ago
         out = await post(c, [late, ok])
         assert [r["code"] for r in out["results"]] == ["epoch_expired", None]
+
+
+async def test_issuer_state_is_a_digest_and_expires_with_the_window(
+    client: httpx.AsyncClient, redis_url: str
+) -> None:
+    key = await public_key(client)
+    epoch = today()
+    raw = secrets.token_bytes(32)
+    headers = {**INGEST, "LDP-Install-Key": b64url(raw)}
+    units = [{"metric": "browser", "version": 1, "epoch": e,
+              "blinded": b64url(tokens.prepare(key, "browser", 1, e).blinded)}
+             for e in (epoch, epoch + 1)]
+    assert [r["status"] for r in await ask(client, headers, units)] == ["issued"] * 2
+    import redis
+
+    with redis.Redis.from_url(redis_url) as r:
+        (name,) = list(r.scan_iter(match="ldp:{i:*"))
+        assert raw.hex().encode() not in name and raw not in name
+        assert all(raw not in v and b64url(raw).encode() not in v
+                   for v in r.hgetall(name).values())
+        # The last unit's epoch ends at (epoch + 2) days; + 96 h window + 1 h margin.
+        assert r.expiretime(name) == (epoch + 2) * 86400 + 96 * 3600 + 3600
