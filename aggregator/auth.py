@@ -2,17 +2,14 @@
 
 The key ring is the server kit's (``ldp_server.keys.KeyRing``, re-exported
 here), built from the analyst keys only.  The dashboard never puts a key in a
-page or a script: ``GET /?key=K`` (or a form POST to ``/login``) is answered
+page, a script or a URL: the sign-in form POSTs it to ``/login``, which answers
 with a redirect to ``/`` that sets an HttpOnly, SameSite=Strict cookie named
-``SESSION_COOKIE`` holding ``KeyRing.session_for(K)`` = ``HMAC(sha256(K),
-label)`` -- a value derived from the key, not the key -- and the access log
-redacts the query string (see ``app``).
+``SESSION_COOKIE`` holding a random session token stored server-side with an
+expiry and revoked on logout (``aggregator.sessions``).  ``/?key=`` is refused.
 
 >>> ring = analyst_ring(("a" * 24,))
 >>> ring.check_bearer("Bearer " + "a" * 24), ring.check_bearer("Bearer nope")
 (True, False)
->>> ring.check_session(ring.session_for("a" * 24))
-True
 """
 
 from __future__ import annotations
