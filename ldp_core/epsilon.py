@@ -22,6 +22,7 @@ from ldp_core._rng import WORD
 __all__ = [
     "adversary_accuracy",
     "check_epsilon",
+    "check_separated",
     "log_up",
     "threshold_at_least",
     "threshold_at_most",
@@ -44,15 +45,44 @@ def log_up(ratio: Fraction | int) -> float:
 
 
 def threshold_at_most(p: float) -> int:
-    """An integer K with K / 2**32 < p (strictly below; one unit of margin)."""
+    """An integer K >= 1 with K / 2**32 < p (strictly below; one unit of margin).
+
+    A probability with no such K is below the grid: clamping it up to 1/2**32
+    would round the privacy loss inward, so it is refused.
+
+    >>> threshold_at_most(1e-12)
+    Traceback (most recent call last):
+    ...
+    ValueError: probability 1e-12 is below the 2**-32 grid of the device's thresholds
+    """
     k = math.floor(Fraction(p) * WORD) - 1
-    return max(k, 1)
+    if k < 1:
+        raise ValueError(f"probability {p!r} is below the 2**-32 grid of the device's thresholds")
+    return k
 
 
 def threshold_at_least(p: float) -> int:
-    """An integer K with K / 2**32 > p (strictly above; one unit of margin)."""
+    """An integer K <= 2**32 - 1 with K / 2**32 > p (strictly above; one unit of margin)."""
     k = math.ceil(Fraction(p) * WORD) + 1
-    return min(k, WORD - 1)
+    if k > WORD - 1:
+        raise ValueError(f"probability {p!r} is above the 2**-32 grid of the device's thresholds")
+    return k
+
+
+def check_separated(name: str, epsilon: float, channel: tuple[Fraction, Fraction]) -> None:
+    """A ValueError unless p* > q*: rounding onto the grid must never invert a channel.
+
+    At a tiny epsilon over a large domain (GRR, d = 65536, eps = 1e-5) the keep
+    threshold rounds below the others' share and the channel would favour the
+    wrong value; such an epsilon is refused with the mechanism named.
+    """
+    p, q = channel
+    if not q < p:
+        raise ValueError(
+            f"epsilon {epsilon!r} is too small for {name} on the 2**-32 grid of the device's "
+            "thresholds (the implemented channel would not separate the true value); "
+            "raise epsilon or shrink the domain"
+        )
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:

@@ -35,7 +35,7 @@ from ldp_core.base import (
     ratio_draws,
     words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
+from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -172,6 +172,8 @@ class BinaryRR(_Binary):
         # lies strictly below p, so ln(K / (W-K)) < eps.
         eps = check_epsilon(epsilon)
         keep = Fraction(threshold_at_most(math.exp(eps) / (1 + math.exp(eps))), WORD)
+        if keep <= Fraction(1, 2):
+            check_separated(cls.name, eps, (keep, 1 - keep))
         return cls(keep=keep, declared=eps)
 
     @classmethod
@@ -228,7 +230,11 @@ class ForcedResponse(_Binary):
         # With yes = 1/2, eps = ln((1+t)/(1-t)), so t = (e^eps-1)/(e^eps+1),
         # taken as an integer threshold strictly below.
         eps = check_epsilon(epsilon)
-        t = threshold_at_most((math.exp(eps) - 1) / (math.exp(eps) + 1))
+        try:
+            t = threshold_at_most((math.exp(eps) - 1) / (math.exp(eps) + 1))
+        except ValueError:
+            check_separated(cls.name, eps, (Fraction(1, 2), Fraction(1, 2)))
+            raise
         return cls(truth=Fraction(t, WORD), yes=Fraction(1, 2))
 
     @property

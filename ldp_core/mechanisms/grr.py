@@ -31,7 +31,7 @@ from ldp_core.base import (
     need,
     words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
+from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -140,6 +140,7 @@ class GRR(_Direct):
         object.__setattr__(self, "declared_epsilon", check_epsilon(epsilon))
         object.__setattr__(self, "size", check_domain_size(domain_size))
         object.__setattr__(self, "keep", grr_keep_threshold(self.declared_epsilon, self.size))
+        check_separated(self.name, self.declared_epsilon, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> GRR:

@@ -49,7 +49,7 @@ from ldp_core.base import (
     need,
     words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
+from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -194,6 +194,7 @@ class HadamardResponse(_Hadamard):
         object.__setattr__(self, "declared_epsilon", eps)
         object.__setattr__(self, "size", d)
         object.__setattr__(self, "keep", threshold_at_most(e / (1 + e)))
+        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> HadamardResponse:

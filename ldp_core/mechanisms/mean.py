@@ -29,7 +29,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_core._rng import WORD, Rng
 from ldp_core.base import Design, Kind, Mechanism, need, words
-from ldp_core.epsilon import check_epsilon, threshold_at_least, threshold_at_most
+from ldp_core.epsilon import (
+    check_epsilon,
+    check_separated,
+    threshold_at_least,
+    threshold_at_most,
+)
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.binary import OneBit, OneBitTwoLevel
 
@@ -115,6 +120,7 @@ class OneBitMean(_Mean):
         object.__setattr__(self, "hi", high)
         object.__setattr__(self, "one", threshold_at_most(e / (e + 1)))
         object.__setattr__(self, "zero", threshold_at_least(1 / (e + 1)))
+        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> OneBitMean:

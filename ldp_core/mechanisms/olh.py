@@ -50,7 +50,7 @@ from ldp_core.base import (
     check_index,
     need,
 )
-from ldp_core.epsilon import check_epsilon, log_up
+from ldp_core.epsilon import check_epsilon, check_separated, log_up
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.grr import grr_compose, grr_keep_threshold, grr_step, grr_steps
@@ -260,6 +260,7 @@ class OLH(_Hashed):
         object.__setattr__(self, "length", length)
         object.__setattr__(self, "num_seeds", seeds)
         object.__setattr__(self, "keep", grr_keep_threshold(eps, g))
+        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> OLH:

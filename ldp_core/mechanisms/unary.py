@@ -61,7 +61,13 @@ from ldp_core.base import (
     need,
     words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_least, threshold_at_most
+from ldp_core.epsilon import (
+    check_epsilon,
+    check_separated,
+    log_up,
+    threshold_at_least,
+    threshold_at_most,
+)
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._two_level import TwoLevel
 
@@ -190,6 +196,7 @@ class UnaryEncoding(_Unary):
         one, zero = self._thresholds(self.declared_epsilon)
         object.__setattr__(self, "one", one)
         object.__setattr__(self, "zero", zero)
+        check_separated(self.name, self.declared_epsilon, self.channel)
 
     @staticmethod
     def _thresholds(epsilon: float) -> tuple[int, int]:
