@@ -61,6 +61,7 @@ from ldp_core.base import (
     need,
     words,
 )
+from ldp_core.binomial_tail import max_bits
 from ldp_core.epsilon import (
     check_epsilon,
     check_separated,
@@ -82,7 +83,6 @@ __all__ = [
     "LongitudinalOUE",
     "LongitudinalSUE",
     "UnaryEncoding",
-    "set_bits_tail",
 ]
 
 
@@ -140,7 +140,7 @@ class _Unary(Mechanism):
 
     def max_set_bits(self, alpha: float = 1e-9) -> int | None:
         p, q = self.channel
-        limit = _max_bits(self.domain_size, p, q, alpha)
+        limit = max_bits(self.domain_size, p, q, alpha)
         return None if limit >= self.domain_size else limit
 
     def tally_sum_law(self) -> tuple[float, float]:
@@ -300,39 +300,6 @@ def _set_bits(raw: bytes) -> tuple[int, ...]:
             out.append(base + low.bit_length() - 1)
             byte ^= low
     return tuple(out)
-
-
-def _log_binom_pmf(n: int, k: int, log_q: float, log_1q: float) -> float:
-    return (
-        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-        + k * log_q + (n - k) * log_1q
-    )
-
-
-def _binom_sf(n: int, q: float, k: int) -> float:
-    """P[Binomial(n, q) > k], summed term by term from the top (no approximation)."""
-    if k < 0:
-        return 1.0
-    if k >= n or q <= 0.0:
-        return 0.0
-    if q >= 1.0:
-        return 1.0
-    log_q, log_1q = math.log(q), math.log1p(-q)
-    return math.fsum(math.exp(_log_binom_pmf(n, j, log_q, log_1q)) for j in range(k + 1, n + 1))
-
-
-def set_bits_tail(d: int, p: float, q: float, k: int) -> float:
-    """P[K > k] for K ~ Binomial(d - 1, q) + Bernoulli(p)."""
-    return p * _binom_sf(d - 1, q, k - 1) + (1 - p) * _binom_sf(d - 1, q, k)
-
-
-@functools.lru_cache(maxsize=4096)
-def _max_bits(d: int, p: Fraction, q: Fraction, alpha: float) -> int:
-    pf, qf = float(p), float(q)
-    k = max(0, int(pf + (d - 1) * qf))
-    while k < d and set_bits_tail(d, pf, qf, k) > alpha:
-        k += 1
-    return k
 
 
 @dataclass(frozen=True, init=False)
