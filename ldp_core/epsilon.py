@@ -31,6 +31,10 @@ __all__ = [
 #: Absolute slack added to every epsilon computed in floating point.  A float
 #: logarithm of an exact ratio is off by far less than this.
 SLACK = 1e-12
+#: The largest epsilon the core accepts.  On the 2**-32 grid no channel is less
+#: private than about ln(2**32) = 22.2 anyway; above this bound e^eps overflows a
+#: float, so it is refused rather than crashing.
+MAX_EPSILON = 64.0
 
 
 def log_up(ratio: Fraction | int) -> float:
@@ -98,6 +102,8 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     value = float(epsilon)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    if value > MAX_EPSILON:
+        raise ValueError(f"{name} must be at most {MAX_EPSILON:g}, got {epsilon!r}")
     return value
 
 
