@@ -10,7 +10,8 @@ ships to devices.  Each family lives in one module of ``ldp_core.mechanisms``;
 True
 """
 
-from ldp_core.base import Bounded, Hashed, Kind, Mechanism, Memoisable, Payload, Report
+from ldp_core.base import Kind, Mechanism, Payload, Report
+from ldp_core.capabilities import Bounded, Hashed, Memoisable
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._two_level import TwoLevel

@@ -53,7 +53,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ldp_core._rng import Rng
-from ldp_core.base import CHUNK, Design, Mechanism, Memoisable
+from ldp_core.base import CHUNK, Design, Mechanism
+from ldp_core.capabilities import Memoisable
 from ldp_core.clopper_pearson import beta_inc, cp_lower, cp_upper, epsilon_lower_bound
 from ldp_core.registry import NAMES, classes, longitudinal, mechanism
 

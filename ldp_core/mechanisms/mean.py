@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng
-from ldp_core.base import Design, Kind, Mechanism, need, words
+from ldp_core._rng import WORD, Rng, words
+from ldp_core.base import Design, Kind, Mechanism, need
 from ldp_core.epsilon import (
     check_epsilon,
     check_separated,

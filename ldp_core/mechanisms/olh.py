@@ -43,6 +43,7 @@ from ldp_core.base import (
     Design,
     Kind,
     Mechanism,
+    OverIndices,
     Report,
     check_domain_size,
     check_index,
@@ -226,7 +227,7 @@ class _Hashed(Mechanism):
 
 
 @dataclass(frozen=True)
-class OLH(_Hashed):
+class OLH(_Hashed, OverIndices):
     """Optimised local hashing; see the module docstring for the family."""
 
     name: ClassVar[str] = "olh"
@@ -261,14 +262,6 @@ class OLH(_Hashed):
             need(params, "domain_size", cls.name),
             g=params.get("g"),
         )
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def domain_size(self) -> int:
-        return self.size
 
     @property
     def hashing(self) -> OLH:

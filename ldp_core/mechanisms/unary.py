@@ -50,16 +50,15 @@ from fractions import Fraction
 from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import SYSTEM_RNG, WORD, WORD_BITS, Rng, random_bytes, uniform_words
+from ldp_core._rng import SYSTEM_RNG, WORD, WORD_BITS, Rng, random_bytes, uniform_words, words
 from ldp_core.base import (
     Design,
     Kind,
     Mechanism,
+    OverIndices,
     Report,
     check_domain_size,
     check_index,
-    need,
-    words,
 )
 from ldp_core.binomial_tail import max_bits
 from ldp_core.epsilon import (
@@ -181,7 +180,7 @@ class _Unary(Mechanism):
 
 
 @dataclass(frozen=True)
-class UnaryEncoding(_Unary):
+class UnaryEncoding(_Unary, OverIndices):
     """Unary encoding with integer thresholds: P[bit=1] = one/2**32 or zero/2**32."""
 
     name: ClassVar[str] = "unary"
@@ -202,17 +201,6 @@ class UnaryEncoding(_Unary):
     def _thresholds(epsilon: float) -> tuple[int, int]:
         raise NotImplementedError
 
-    @classmethod
-    def create(cls, params: dict[str, Any]) -> UnaryEncoding:
-        return cls(need(params, "epsilon", cls.name), need(params, "domain_size", cls.name))
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def domain_size(self) -> int:
-        return self.size
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
