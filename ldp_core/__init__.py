@@ -17,7 +17,6 @@ from ldp_core.errors import ReportError
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.binary import BinaryRR, ForcedResponse, LongitudinalBinaryRR
 from ldp_core.mechanisms.grr import GRR, LongitudinalGRR
-from ldp_core.mechanisms.hadamard import HadamardResponse, LongitudinalHadamard
 from ldp_core.mechanisms.mean import LongitudinalOneBitMean, OneBitMean
 from ldp_core.mechanisms.olh import OLH, LongitudinalOLH
 from ldp_core.mechanisms.unary import OUE, SUE, LongitudinalOUE, LongitudinalSUE, UnaryEncoding
@@ -33,12 +32,10 @@ __all__ = [
     "BinaryRR",
     "Bounded",
     "ForcedResponse",
-    "HadamardResponse",
     "Hashed",
     "Kind",
     "LongitudinalBinaryRR",
     "LongitudinalGRR",
-    "LongitudinalHadamard",
     "LongitudinalOLH",
     "LongitudinalOUE",
     "LongitudinalOneBitMean",
