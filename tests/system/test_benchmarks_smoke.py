@@ -94,3 +94,16 @@ def test_redis_memory_splits_tallies_and_dedupe() -> None:
     (row,) = bench_memory.redis_memory((2000,))
     assert row["n"] == 2000 and row["tally"] > 0 and row["dedupe"] > 0
     assert row["keys"] == 8  # 4 shards x (tally, dedupe)
+
+
+def test_linkability_table_separates_memoised_seeds_from_chance() -> None:
+    """OLH's memoised seed links a device's two reports: with 200 devices the pair test
+    is far above a coin (the seed is shared by a device's two reports always and by
+    two devices with probability 1/S, S = 1093 at d = 1024: accuracy ~0.999; 0.9 is
+    over 10 sd away), while GRR's is near chance."""
+    from benchmarks import bench_linkability
+
+    text = bench_linkability.table(devices=200, domain=1024, reid_devices=50)
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert set(rows) >= {"olh", "grr", "oue", "hadamard"}
+    assert float(rows["olh"].split("|")[3]) > 0.9
