@@ -6,6 +6,9 @@ values by one FFT over GF(g)^L.  numpy is imported lazily (server side).
 
 >>> family(3, 1024)[:2]
 (7, 1093)
+>>> h = Projective(3, 1024)
+>>> h.num_seeds, h.bucket(5, 17) == int(h.hashes([5], [17])[0])
+(1093, True)
 >>> base_digits(5, 3, 3)
 (0, 1, 2)
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +27,13 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
+    "Projective",
     "base_digits",
     "digits_needed",
     "family",
     "hash_table",
     "is_prime",
+    "projective",
     "seed_matrix",
     "support_counts",
 ]
@@ -123,3 +129,83 @@ def hash_table(g: int, length: int, seeds: int, size: int) -> Any:
     table = ((seed_matrix(g, length) @ digits.T) % g).astype(dtype)
     table.flags.writeable = False
     return table
+
+
+@dataclass(frozen=True)
+class Projective:
+    """The family for g buckets over [0, size): seeds, h_s, and decoding by FFT.
+
+    Every pair of distinct values collides on the same fraction ``collision`` of
+    the seeds, which is what makes the hashed mechanisms' channels exact.
+    """
+
+    g: int
+    size: int
+
+    @property
+    def length(self) -> int:
+        return digits_needed(self.g, self.size)
+
+    @property
+    def num_seeds(self) -> int:
+        return family(self.g, self.size)[1]
+
+    @property
+    def collision(self) -> Fraction:
+        """P[h_s(v) = h_s(v')] for any v != v', over the uniform seed."""
+        return family(self.g, self.size)[2]
+
+    def seed_vector(self, seed: int) -> tuple[int, ...]:
+        """The projective point a_s: zeros, a leading 1, then base-g digits."""
+        rest, length = seed, self.length
+        for lead in range(length):
+            block = self.g ** (length - 1 - lead)
+            if rest < block:
+                return (0,) * lead + (1,) + base_digits(rest, self.g, length - 1 - lead)
+            rest -= block
+        raise ValueError(f"seed {seed} not in [0, {self.num_seeds})")
+
+    def bucket(self, seed: int, value: int) -> int:
+        """h_seed(value) = <a_seed, digits(value)> mod g."""
+        digits = base_digits(value, self.g, self.length)
+        return sum(a * x for a, x in zip(self.seed_vector(seed), digits, strict=True)) % self.g
+
+    def seed_matrix(self) -> npt.NDArray[np.int64]:
+        """All seed vectors, shape (S, L) (computed once per (g, L), read-only)."""
+        return seed_matrix(self.g, self.length)
+
+    def digit_matrix(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Base-g digits (most significant first) of ``values``, shape (len, L)."""
+        import numpy as np
+
+        powers = self.g ** np.arange(self.length - 1, -1, -1, dtype=np.int64)
+        return (values[:, None] // powers[None, :]) % self.g
+
+    def hashes(self, seeds: Any, values: Any) -> npt.NDArray[np.int64]:
+        """h_seed(value) elementwise (a cached table when small)."""
+        import numpy as np
+
+        seeds, values = np.asarray(seeds, dtype=np.int64), np.asarray(values, dtype=np.int64)
+        table = hash_table(self.g, self.length, self.num_seeds, self.size)
+        if table is not None:
+            return table[seeds, values].astype(np.int64)  # type: ignore[no-any-return]
+        rows = self.seed_matrix()[seeds] * self.digit_matrix(values)
+        return rows.sum(axis=1) % self.g  # type: ignore[no-any-return]
+
+    def buckets_of(self, value: int) -> npt.NDArray[np.int64]:
+        """h_s(value) for every seed s, shape (S,)."""
+        import numpy as np
+
+        digits = self.digit_matrix(np.array([value], dtype=np.int64))[0]
+        return (self.seed_matrix() @ digits) % self.g  # type: ignore[no-any-return]
+
+    def support_counts(self, table: Sequence[int] | npt.NDArray[np.int64]) -> list[int]:
+        """C(v) = sum_s T[s, h_s(v)] for every value, T of shape S x g (flattened)."""
+        return support_counts(self.g, self.length, self.size, table)
+
+
+@functools.lru_cache(maxsize=64)
+def projective(g: int, size: int) -> Projective:
+    """The (cached) family for g buckets over [0, size)."""
+    return Projective(g, size)
+

@@ -51,14 +51,7 @@ from ldp_core.base import (
 )
 from ldp_core.epsilon import check_epsilon, check_separated, log_up
 from ldp_core.errors import ReportError
-from ldp_core.mechanisms._projective import (
-    base_digits,
-    family,
-    hash_table,
-    is_prime,
-    seed_matrix,
-    support_counts,
-)
+from ldp_core.mechanisms._projective import Projective, family, is_prime, projective
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.grr import grr_compose, grr_keep_threshold, grr_step, grr_steps
 
@@ -113,9 +106,9 @@ class _Hashed(Mechanism):
     kind: ClassVar[Kind] = "frequency"
 
     @property
-    def hashing(self) -> OLH:
+    def family(self) -> Projective:
         """The hash family (seeds, g, h_s); a two-level OLH shares its base's."""
-        raise NotImplementedError
+        return projective(self.g, self.domain_size)
 
     @property
     def bucket_keep(self) -> Fraction:
@@ -129,8 +122,7 @@ class _Hashed(Mechanism):
     @property
     def collision(self) -> Fraction:
         """P[h_s(v) = h_s(v')] for any v != v', over the uniform seed."""
-        h = self.hashing
-        return family(h.g, h.size)[2]
+        return self.family.collision
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
@@ -147,9 +139,7 @@ class _Hashed(Mechanism):
 
     def bucket(self, seed: int, value: int) -> int:
         """h_seed(value)."""
-        h = self.hashing
-        digits = base_digits(value, h.g, h.length)
-        return sum(a * x for a, x in zip(h.seed_vector(seed), digits, strict=True)) % h.g
+        return self.family.bucket(seed, value)
 
     def counters(self, report: Report) -> tuple[int, ...]:
         assert isinstance(report, tuple)
@@ -178,17 +168,9 @@ class _Hashed(Mechanism):
         return check_index(value, self.domain_size)
 
     def support_counts(self, tallies: Any) -> list[int]:
-        return support_counts(self.hashing.g, self.hashing.length, self.hashing.size, tallies)
+        return self.family.support_counts(tallies)
 
     # -- vectorised hooks ----------------------------------------------------------
-
-    def hashes(self, seeds: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> Any:
-        """h_seed(value) elementwise (a cached table when small)."""
-        h = self.hashing
-        table = hash_table(h.g, h.length, h.num_seeds, h.size)
-        if table is not None:
-            return table[seeds, values].astype("int64")
-        return (h.seed_matrix()[seeds] * h.digit_matrix(values)).sum(axis=1) % h.g
 
     def batch_counters(self, batch: Any) -> npt.NDArray[np.int64]:
         seeds, buckets = batch
@@ -197,10 +179,9 @@ class _Hashed(Mechanism):
     def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
         import numpy as np
 
-        h = self.hashing
         keep = float(self.bucket_keep)
-        g, seeds = h.g, h.num_seeds
-        buckets = (h.seed_matrix() @ h.digit_matrix(np.array([value]))[0]) % g
+        g, seeds = self.g, self.num_seeds
+        buckets = self.family.buckets_of(value)
         table = np.full((seeds, g), (1 - keep) / (g - 1))
         table[np.arange(seeds), buckets] = keep
         flat = (table / seeds).ravel()
@@ -221,7 +202,8 @@ class _Hashed(Mechanism):
 
             seeds, y = batch
             zeros, ones = np.zeros_like(seeds), np.ones_like(seeds)
-            return (y == self.hashes(seeds, zeros)) & (y != self.hashes(seeds, ones))
+            hashes = self.family.hashes
+            return (y == hashes(seeds, zeros)) & (y != hashes(seeds, ones))
 
         return Design(0, 1, event, batch_event, ((1 - c) * keep, (1 - c) * (1 - keep) / (g - 1)))
 
@@ -264,11 +246,6 @@ class OLH(_Hashed, OverIndices):
         )
 
     @property
-    def hashing(self) -> OLH:
-        """The hash family (seeds, g, h_s); a two-level OLH shares its base's."""
-        return self
-
-    @property
     def bucket_keep(self) -> Fraction:
         """P[reported bucket = true bucket]."""
         return Fraction(self.keep, WORD)
@@ -278,38 +255,14 @@ class OLH(_Hashed, OverIndices):
         p = self.bucket_keep
         return log_up(p * (self.g - 1) / (1 - p))
 
-    def seed_vector(self, seed: int) -> tuple[int, ...]:
-        """The projective point a_s: zeros, a leading 1, then base-g digits."""
-        rest = seed
-        for lead in range(self.length):
-            block = self.g ** (self.length - 1 - lead)
-            if rest < block:
-                tail = base_digits(rest, self.g, self.length - 1 - lead)
-                return (0,) * lead + (1,) + tail
-            rest -= block
-        raise ValueError(f"seed {seed} not in [0, {self.num_seeds})")
-
     def _perturb(self, value: int | float, rng: Rng) -> tuple[int, int]:
         seed = rng.randrange(self.num_seeds)
         return seed, grr_step(self.bucket(seed, int(value)), self.keep, self.g, rng)
 
     def sample(self, values: npt.NDArray[Any], gen: Any) -> Any:
         seeds = gen.integers(0, self.num_seeds, size=len(values))
-        hashed = self.hashes(seeds, values.astype("int64"))
+        hashed = self.family.hashes(seeds, values)
         return seeds, grr_steps(hashed, self.keep, self.g, gen)
-
-    # -- server side (numpy, imported lazily) ------------------------------------
-
-    def seed_matrix(self) -> npt.NDArray[np.int64]:
-        """All seed vectors, shape (S, L) (computed once per (g, L), read-only)."""
-        return seed_matrix(self.g, self.length)
-
-    def digit_matrix(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Base-g digits (most significant first) of ``values``, shape (len, L)."""
-        import numpy as np
-
-        powers = self.g ** np.arange(self.length - 1, -1, -1, dtype=np.int64)
-        return (values[:, None] // powers[None, :]) % self.g
 
 
 @dataclass(frozen=True)
@@ -343,11 +296,6 @@ class LongitudinalOLH(_Hashed, TwoLevel[OLH]):
     @staticmethod
     def _lowest_keep(base: OLH) -> int:
         return -(-WORD // base.g)
-
-    @property
-    def hashing(self) -> OLH:
-        """The hash family (seeds, g, h_s), shared with the permanent level."""
-        return self.base
 
     @property
     def bucket_keep(self) -> Fraction:
