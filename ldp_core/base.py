@@ -191,13 +191,12 @@ class Mechanism(ABC):
             for v in distinct:
                 out += gen.multinomial(counts[v], self.output_distribution(int(v)), size=trials)
             return out
-        if trials != 1:
-            raise ValueError("too large to simulate several trials at once; loop over seeds")
-        out1 = np.zeros(self.num_counters, dtype=np.int64)
-        for start in range(0, len(index), CHUNK):
-            batch = self.sample(index[start : start + CHUNK], gen)
-            out1 += np.bincount(self.batch_counters(batch), minlength=self.num_counters)
-        return out1[None, :]
+        out = np.zeros((trials, self.num_counters), dtype=np.int64)
+        for trial in range(trials):
+            for start in range(0, len(index), CHUNK):
+                batch = self.sample(index[start : start + CHUNK], gen)
+                out[trial] += np.bincount(self.batch_counters(batch), minlength=self.num_counters)
+        return out
 
     def _check_indices(self, values: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
         import numpy as np

@@ -18,7 +18,7 @@ from typing import Any
 
 from ldp_core.base import Kind, Mechanism, check_domain_size
 from ldp_core.epsilon import check_epsilon
-from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, unary
+from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, sketch, unary
 
 __all__ = [
     "FAMILIES",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard)
+FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -120,20 +120,21 @@ def mechanism(
     truth: float | Fraction | None = None,
     yes: float | Fraction | None = None,
     g: int | None = None,
+    buckets: int | None = None,
 ) -> Mechanism:
     """Build a mechanism by name; every bad parameter is a ValueError naming it.
 
     - ``binary_rr``: ``epsilon=`` or ``p=`` (keep probability)
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
-    - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``auto``:
-      ``epsilon=``, ``domain_size=``
+    - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``cms`` and
+      ``hcms`` (optional ``buckets=``), ``auto``: ``epsilon=``, ``domain_size=``
     - ``one_bit_mean``: ``epsilon=``, ``lo=``, ``hi=``
     """
     params = {
         key: value
         for key, value in (
             ("epsilon", epsilon), ("domain_size", domain_size), ("lo", lo), ("hi", hi),
-            ("p", p), ("truth", truth), ("yes", yes), ("g", g),
+            ("p", p), ("truth", truth), ("yes", yes), ("g", g), ("buckets", buckets),
         )
         if value is not None
     }

@@ -73,15 +73,15 @@ def _parities(x: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def fwht(values: Sequence[int] | npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    """The Walsh-Hadamard transform H v of a vector of length 2^m, in integers.
+    """The Walsh-Hadamard transform H v along the last axis (length 2^m), in integers.
 
-    >>> fwht([1, 0, 0, 0]).tolist(), fwht([0, 1, 0, 0]).tolist()
-    ([1, 1, 1, 1], [1, -1, 1, -1])
+    >>> fwht([1, 0, 0, 0]).tolist(), fwht([[0, 1, 0, 0]]).tolist()
+    ([1, 1, 1, 1], [[1, -1, 1, -1]])
     """
     import numpy as np
 
     out = np.array(values, dtype=np.int64)
-    size = len(out)
+    size = out.shape[-1]
     if size & (size - 1):
         raise ValueError(f"length must be a power of two, got {size}")
     half = 1

@@ -40,8 +40,6 @@ True
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import math
 from bisect import bisect_left
@@ -68,7 +66,7 @@ from ldp_core.epsilon import (
     threshold_at_least,
     threshold_at_most,
 )
-from ldp_core.errors import ReportError
+from ldp_core.mechanisms._bits import pack_bits, unpack_bits
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -149,34 +147,10 @@ class _Unary(Mechanism):
 
     def encode(self, report: Report) -> str:
         assert isinstance(report, tuple)
-        packed = bytearray(self.payload_bytes)
-        for i in report:
-            packed[i >> 3] |= 1 << (i & 7)
-        return base64.urlsafe_b64encode(bytes(packed)).rstrip(b"=").decode("ascii")
+        return pack_bits(report, self.domain_size)
 
     def decode(self, payload: object) -> tuple[int, ...]:
-        if not isinstance(payload, str):
-            raise ReportError(
-                "payload_type", f"payload must be a base64url string, got {type(payload).__name__}"
-            )
-        expected = math.ceil(self.payload_bytes * 4 / 3)
-        if len(payload) != expected:
-            raise ReportError(
-                "bitvector_length",
-                f"bit vector of {self.domain_size} bits is {expected} base64url characters, "
-                f"got {len(payload)}",
-            )
-        try:
-            raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-        except (binascii.Error, ValueError):
-            raise ReportError("payload_encoding", "payload is not base64url") from None
-        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != payload:
-            raise ReportError("payload_encoding", "payload is not canonical base64url")
-        if self.domain_size % 8 and raw[-1] >> (self.domain_size % 8):
-            raise ReportError(
-                "bitvector_length", f"bits set beyond the {self.domain_size} bits of the vector"
-            )
-        return _set_bits(raw)
+        return unpack_bits(payload, self.domain_size)
 
 
 @dataclass(frozen=True)
@@ -276,18 +250,6 @@ class UnaryEncoding(_Unary, OverIndices):
 def _below_table(cut: int) -> bytes:
     """The bytes.translate table mapping a top byte to 1 if it is below ``cut``, else 0."""
     return bytes(int(b < cut) for b in range(256))
-
-
-def _set_bits(raw: bytes) -> tuple[int, ...]:
-    """Indices of the set bits of a little-endian packed vector, ascending."""
-    out = []
-    for byte_index, byte in enumerate(raw):
-        base = byte_index << 3
-        while byte:
-            low = byte & -byte
-            out.append(base + low.bit_length() - 1)
-            byte ^= low
-    return tuple(out)
 
 
 @dataclass(frozen=True, init=False)

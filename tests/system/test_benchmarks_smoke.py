@@ -107,3 +107,10 @@ def test_linkability_table_separates_memoised_seeds_from_chance() -> None:
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
     assert set(rows) >= {"olh", "grr", "oue", "hadamard"}
     assert float(rows["olh"].split("|")[3]) > 0.9
+
+
+def test_huge_domain_table_has_every_sketch() -> None:
+    from benchmarks import bench_huge_domain
+
+    text = "\n".join(bench_huge_domain.rows(log2_domain=10, reports=20_000, epsilon=2.0))
+    assert all(f"| {name} |" in text for name in ("hadamard", "cms", "hcms"))
