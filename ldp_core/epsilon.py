@@ -22,6 +22,7 @@ from ldp_core._rng import WORD
 __all__ = [
     "adversary_accuracy",
     "check_epsilon",
+    "check_mechanism_epsilon",
     "check_separated",
     "log_up",
     "threshold_at_least",
@@ -102,6 +103,21 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     value = float(epsilon)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    return value
+
+
+def check_mechanism_epsilon(epsilon: float, name: str = "epsilon") -> float:
+    """``check_epsilon`` for a mechanism's parameter, also refusing more than MAX_EPSILON.
+
+    (Totals of the accountant may exceed it: a year of daily reports at eps = 1
+    is 365.)
+
+    >>> check_mechanism_epsilon(100.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon must be at most 64, got 100.0
+    """
+    value = check_epsilon(epsilon, name)
     if value > MAX_EPSILON:
         raise ValueError(f"{name} must be at most {MAX_EPSILON:g}, got {epsilon!r}")
     return value
@@ -113,4 +129,4 @@ def adversary_accuracy(epsilon: float) -> float:
     This is the membership-inference ceiling for an epsilon-LDP report with a
     fair prior: at eps = ln 3 an adversary is right at most 75% of the time.
     """
-    return 1.0 / (1.0 + math.exp(-check_epsilon(epsilon)))
+    return 1.0 / (1.0 + math.exp(-min(check_epsilon(epsilon), 700.0)))

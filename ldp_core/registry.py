@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from ldp_core.base import Kind, Mechanism, check_domain_size
-from ldp_core.epsilon import check_epsilon
+from ldp_core.epsilon import check_mechanism_epsilon
 from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, sketch, unary
 
 __all__ = [
@@ -74,7 +74,8 @@ class AutoChoice:
 def auto_choice(epsilon: float, domain_size: int, kind: Kind = "frequency") -> AutoChoice:
     """The lowest-variance candidate of ``kind`` for (d, eps); a d-bit report gives way
     to a compact one within ``REPORT_SIZE_TOLERANCE``."""
-    params = {"epsilon": check_epsilon(epsilon), "domain_size": check_domain_size(domain_size)}
+    eps, d = check_mechanism_epsilon(epsilon), check_domain_size(domain_size)
+    params = {"epsilon": eps, "domain_size": d}
     built = {
         name: cls.create({**params, "lo": 0.0, "hi": 1.0})
         for name, cls in _ONE.items()

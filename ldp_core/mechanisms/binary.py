@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_core._rng import WORD, Rng, ratio_draws, words
 from ldp_core.base import Design, IntReport, Kind, Mechanism, Report, check_index, need
-from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class BinaryRR(_Binary):
     def from_epsilon(cls, epsilon: float) -> BinaryRR:
         # eps = ln(p / (1-p))  <=>  p = e^eps / (1 + e^eps); the integer threshold
         # lies strictly below p, so ln(K / (W-K)) < eps.
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         keep = Fraction(threshold_at_most(math.exp(eps) / (1 + math.exp(eps))), WORD)
         if keep <= Fraction(1, 2):
             check_separated(cls.name, eps, (keep, 1 - keep))
@@ -203,7 +203,7 @@ class ForcedResponse(_Binary):
     def from_epsilon(cls, epsilon: float) -> ForcedResponse:
         # With yes = 1/2, eps = ln((1+t)/(1-t)), so t = (e^eps-1)/(e^eps+1),
         # taken as an integer threshold strictly below.
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         try:
             t = threshold_at_most((math.exp(eps) - 1) / (math.exp(eps) + 1))
         except ValueError:

@@ -30,7 +30,7 @@ from ldp_core.base import (
     check_domain_size,
     check_index,
 )
-from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class GRR(_Direct, OverIndices):
     keep: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int) -> None:
-        object.__setattr__(self, "declared_epsilon", check_epsilon(epsilon))
+        object.__setattr__(self, "declared_epsilon", check_mechanism_epsilon(epsilon))
         object.__setattr__(self, "size", check_domain_size(domain_size))
         object.__setattr__(self, "keep", grr_keep_threshold(self.declared_epsilon, self.size))
         check_separated(self.name, self.declared_epsilon, self.channel)

@@ -48,7 +48,7 @@ from ldp_core.base import (
     check_domain_size,
     check_index,
 )
-from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ class HadamardResponse(_Hadamard, OverIndices):
         d = check_domain_size(domain_size)
         if d > MAX_DOMAIN:
             raise ValueError(f"domain_size must be at most {MAX_DOMAIN} for hadamard, got {d}")
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         e = math.exp(eps)
         object.__setattr__(self, "declared_epsilon", eps)
         object.__setattr__(self, "size", d)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ldp_core._rng import WORD, Rng, words
 from ldp_core.base import Design, Kind, Mechanism, need
 from ldp_core.epsilon import (
-    check_epsilon,
+    check_mechanism_epsilon,
     check_separated,
     threshold_at_least,
     threshold_at_most,
@@ -112,7 +112,7 @@ class OneBitMean(_Mean):
     zero: int = field(init=False)
 
     def __init__(self, epsilon: float, lo: float, hi: float) -> None:
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         low, high = check_bounds(lo, hi)
         e = math.exp(eps)
         object.__setattr__(self, "declared_epsilon", eps)

@@ -49,7 +49,7 @@ from ldp_core.base import (
     check_index,
     need,
 )
-from ldp_core.epsilon import check_epsilon, check_separated, log_up
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._projective import Projective, family, is_prime, projective
 from ldp_core.mechanisms._two_level import TwoLevel
@@ -222,7 +222,7 @@ class OLH(_Hashed, OverIndices):
     keep: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int, g: int | None = None) -> None:
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         d = check_domain_size(domain_size)
         if g is None:
             g = choose_g(eps, d)

@@ -57,7 +57,7 @@ from ldp_core.base import (
     need,
 )
 from ldp_core.binomial_tail import max_bits
-from ldp_core.epsilon import check_epsilon, check_separated, log_up, threshold_at_most
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._bits import pack_bits, unpack_bits
 from ldp_core.mechanisms._projective import Projective, is_prime, projective
@@ -97,7 +97,7 @@ class _Sketch(OverIndices):
     def _setup(self, epsilon: float, domain_size: int, buckets: int, keep_p: float) -> None:
         if isinstance(buckets, bool) or not isinstance(buckets, int) or not is_prime(buckets):
             raise ValueError(f"buckets must be a prime number, got {buckets!r}")
-        object.__setattr__(self, "declared_epsilon", check_epsilon(epsilon))
+        object.__setattr__(self, "declared_epsilon", check_mechanism_epsilon(epsilon))
         object.__setattr__(self, "size", check_domain_size(domain_size))
         object.__setattr__(self, "buckets", buckets)
         object.__setattr__(self, "keep", threshold_at_most(keep_p))
@@ -141,7 +141,7 @@ class CountMeanSketch(_Sketch):
     keep: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int, buckets: int | None = None) -> None:
-        half = math.exp(check_epsilon(epsilon) / 2)
+        half = math.exp(check_mechanism_epsilon(epsilon) / 2)
         m = buckets or default_buckets(domain_size)
         # p = e^(eps/2)/(1 + e^(eps/2)), the threshold strictly below: (p/(1-p))^2 < e^eps.
         self._setup(epsilon, domain_size, m, half / (1 + half))
@@ -271,7 +271,7 @@ class HadamardCountMeanSketch(_Sketch, IntReport):
     keep: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int, buckets: int | None = None) -> None:
-        e = math.exp(check_epsilon(epsilon))
+        e = math.exp(check_mechanism_epsilon(epsilon))
         m = buckets or default_buckets(domain_size)
         # p = e^eps/(1 + e^eps), the threshold strictly below: p/(1-p) < e^eps.
         self._setup(epsilon, domain_size, m, e / (1 + e))

@@ -60,7 +60,7 @@ from ldp_core.base import (
 )
 from ldp_core.binomial_tail import max_bits
 from ldp_core.epsilon import (
-    check_epsilon,
+    check_mechanism_epsilon,
     check_separated,
     log_up,
     threshold_at_least,
@@ -164,7 +164,7 @@ class UnaryEncoding(_Unary, OverIndices):
     zero: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int) -> None:
-        object.__setattr__(self, "declared_epsilon", check_epsilon(epsilon))
+        object.__setattr__(self, "declared_epsilon", check_mechanism_epsilon(epsilon))
         object.__setattr__(self, "size", check_domain_size(domain_size))
         one, zero = self._thresholds(self.declared_epsilon)
         object.__setattr__(self, "one", one)
