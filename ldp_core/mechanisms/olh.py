@@ -101,7 +101,7 @@ def choose_g(epsilon: float, domain_size: int) -> int:
 
 class _Hashed(Mechanism):
     """Hooks of local hashing, for both levels: reports (seed, bucket) over the exact
-    projective family of ``hashing``, with P[bucket kept] = ``bucket_keep``."""
+    projective family ``family``, with P[bucket kept] = ``bucket_keep``."""
 
     kind: ClassVar[Kind] = "frequency"
 
