@@ -114,3 +114,16 @@ def test_huge_domain_table_has_every_sketch() -> None:
 
     text = "\n".join(bench_huge_domain.rows(log2_domain=10, reports=20_000, epsilon=2.0))
     assert all(f"| {name} |" in text for name in ("hadamard", "cms", "hcms"))
+
+
+def test_capacity_model_scales_with_devices_and_names_the_bottleneck() -> None:
+    from benchmarks import capacity
+
+    costs = capacity.Costs(collector_cpu_us=4.0, redis_cpu_us=2.0, state_bytes=80.0,
+                           counters_bytes=660_000.0, wire_bytes=60.0, reports_per_s=1e5)
+    rows = capacity.model_rows(costs)
+    assert len(rows) == len(capacity.DEVICES) * len(capacity.METRICS)
+    peaks = [float(r[2].replace(",", "")) for r in rows]
+    assert peaks[-1] == pytest.approx(1e9 * 100 / 86_400 * capacity.PEAK, rel=1e-6)
+    assert {r[-1] for r in rows} <= {"Redis CPU", "Redis memory", "collector CPU"}
+    assert capacity.wire_bytes_per_report(100) > 10  # a report is never free on the wire
