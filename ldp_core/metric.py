@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -44,6 +45,21 @@ class SpecError(ValueError):
     def __init__(self, errors: dict[str, str]) -> None:
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
         self.errors = errors
+
+
+#: Unicode categories a label may not hold: controls (NUL included), format
+#: characters (the bidi overrides and isolates, zero-width joiners), surrogates,
+#: private use, unassigned, and line or paragraph separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def unprintable(text: str) -> bool:
+    r"""Whether ``text`` holds a character that can hide or reorder what is shown.
+
+    >>> unprintable("chrome"), unprintable("evil\u202eexe.txt"), unprintable("a\x00")
+    (False, True, True)
+    """
+    return any(unicodedata.category(ch) in _UNPRINTABLE for ch in text)
 
 
 def _text(value: object) -> str | None:
@@ -140,6 +156,10 @@ class MetricSpec:
                 errors["domain"] = f"must be a list of 2 to {MAX_CATEGORIES} non-empty strings"
             elif len(set(raw)) != len(raw):
                 errors["domain"] = "categories must be distinct"
+            elif (bad := next((i for i, x in enumerate(raw) if unprintable(x)), None)) is not None:
+                errors["domain"] = (
+                    f"category {bad} holds a control, format (bidi) or unassigned character"
+                )
             else:
                 domain = tuple(raw)
         elif kind == "numeric":
@@ -151,7 +171,7 @@ class MetricSpec:
         if epoch not in EPOCH_SECONDS:
             errors["epoch"] = f"must be 'hour' or 'day', got {data.get('epoch')!r}"
         unit = data.get("unit", "device")
-        if not isinstance(unit, str) or not 0 < len(unit) <= 64:
+        if not isinstance(unit, str) or not 0 < len(unit) <= 64 or unprintable(unit):
             errors["unit"] = f"must be a short text such as 'device', got {unit!r}"
         epsilon_inf = None
         longitudinal = data.get("longitudinal")

@@ -120,3 +120,17 @@ def test_epochs_and_units() -> None:
     hourly = MetricSpec.from_json({**CATEGORICAL, "epoch": "hour", "unit": "user"})
     assert hourly.epoch_at(3600 * 7 - 1) == 6
     assert hourly.unit_text() == "per user, per metric, per hour"
+
+
+@pytest.mark.parametrize(
+    "label", ["a\x00b", "evil\u202eexe.txt", "x\u2066y\u2069", "tab\there", "line\u2028break",
+              "zero\u200bwidth", "\ue000private"],
+)
+def test_labels_that_hide_or_reorder_text_are_refused(label: str) -> None:
+    """A label is drawn on the dashboard and printed by the CLI: no control, bidi,
+    zero-width, private-use or separator character may reach them."""
+    body = {"name": "os", "kind": "categorical", "epsilon": 1.0, "domain": ["ok", label]}
+    with pytest.raises(SpecError, match="category 1"):
+        MetricSpec.from_json(body)
+    with pytest.raises(SpecError, match="unit"):
+        MetricSpec.from_json({**body, "domain": ["ok", "fine"], "unit": label})
