@@ -59,6 +59,7 @@ from collector.routers import health, metrics, reports
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import Telemetry
+from ldp_server.headers import API_HEADERS, install_security_headers
 from ldp_server.keys import KeyRing, RateLimiter
 from ldp_server.problems import Problem, install_handlers, problem_response
 from ldp_server.redis_client import install_store_handlers
@@ -110,6 +111,7 @@ def create_app(
     app = FastAPI(title="ldp-telemetry collector", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url=None)
     app.state.runtime = runtime
+    install_security_headers(app, API_HEADERS)
     origins = settings.cors_origin_list()
     if origins:
         app.add_middleware(

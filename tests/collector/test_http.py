@@ -82,3 +82,19 @@ def test_a_killed_collector_loses_nothing_and_counts_nothing_twice(
                    for b in batches]
         assert [r["duplicates"] for r in replies] == [100, 100, 100, 0, 0]
         assert [r["accepted"] for r in replies] == [0, 0, 0, 100, 100]
+
+
+def test_the_collector_sends_security_headers(collector_service: ServiceProcess) -> None:
+    """Every answer, good or bad, forbids sniffing, framing and any active content."""
+    with httpx.Client(base_url=collector_service.url, timeout=10) as client:
+        answers = [
+            client.get("/healthz"),
+            client.get("/v1/metrics", headers=auth(INGEST_KEY)),
+            client.post("/v1/reports", content=b"{", headers=auth(INGEST_KEY)),
+            client.get("/nowhere"),
+        ]
+    for answer in answers:
+        assert answer.headers["X-Content-Type-Options"] == "nosniff", answer.url
+        assert answer.headers["X-Frame-Options"] == "DENY"
+        assert "default-src 'none'" in answer.headers["Content-Security-Policy"]
+        assert answer.headers["Referrer-Policy"] == "no-referrer"
