@@ -31,6 +31,16 @@ MetricKind = Literal["boolean", "categorical", "numeric"]
 EPOCH_SECONDS = {"hour": 3600, "day": 86400}
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_CATEGORIES = 1 << 16
+#: The largest epsilon a spec may ask per report, and over a lifetime.  At eps = 10
+#: one report already lets an observer guess a yes/no answer right 99.995% of the
+#: time: past it the randomisation is a formality.  (Devices cap lower by default.)
+MAX_SPEC_EPSILON = 10.0
+MAX_SPEC_EPSILON_INF = 20.0
+#: Counters one report may set on average: beyond it a 1 MiB batch merges millions of
+#: increments (an OUE report over 65,536 values sets ~18,000); olh and hadamard fit.
+MAX_COUNTERS_PER_REPORT = 1024
+#: Counters x epochs of one metric over 31 days (hourly OLH at d = 65,536 is 73M).
+MAX_COUNTER_EPOCHS = 1 << 24
 
 #: The estimate each metric kind asks of its mechanism.
 _KIND: dict[str, Kind] = {"boolean": "binary", "categorical": "frequency", "numeric": "mean"}
@@ -45,6 +55,23 @@ class SpecError(ValueError):
     def __init__(self, errors: dict[str, str]) -> None:
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
         self.errors = errors
+
+
+def _check_cost(built: Mechanism, epoch: str) -> None:
+    """SpecError for a mechanism too costly to keep (see the MAX_* bounds above)."""
+    law = built.tally_sum_law()
+    if law is not None and law[0] > MAX_COUNTERS_PER_REPORT:
+        raise SpecError({"mechanism": (
+            f"{built.name} sets {law[0]:.0f} counters per report on average over "
+            f"{built.domain_size} values (at most {MAX_COUNTERS_PER_REPORT}); "
+            "olh or hadamard keep a large domain cheap"
+        )})
+    epochs = 31 * 86400 // EPOCH_SECONDS[epoch]
+    if built.num_counters * epochs > MAX_COUNTER_EPOCHS:
+        raise SpecError({"epoch": (
+            f"{built.num_counters} counters x {epochs} epochs a month is over "
+            f"{MAX_COUNTER_EPOCHS}; use a daily epoch or a smaller domain"
+        )})
 
 
 #: Unicode categories a label may not hold: controls (NUL included), format
@@ -136,6 +163,8 @@ class MetricSpec:
             )
         try:
             epsilon = check_epsilon(data.get("epsilon"))  # type: ignore[arg-type]
+            if epsilon > MAX_SPEC_EPSILON:
+                raise ValueError(f"epsilon must be at most {MAX_SPEC_EPSILON:g}, got {epsilon}")
         except ValueError as exc:
             errors["epsilon"] = str(exc)
             epsilon = 1.0
@@ -181,6 +210,11 @@ class MetricSpec:
             else:
                 try:
                     epsilon_inf = check_epsilon(longitudinal["epsilon_inf"], "epsilon_inf")
+                    if epsilon_inf > MAX_SPEC_EPSILON_INF:
+                        raise ValueError(
+                            f"epsilon_inf must be at most {MAX_SPEC_EPSILON_INF:g}, "
+                            f"got {epsilon_inf}"
+                        )
                     if epsilon_inf <= epsilon:
                         errors["longitudinal"] = (
                             f"epsilon_inf {epsilon_inf} must exceed the per-report "
@@ -214,6 +248,7 @@ class MetricSpec:
             built = spec.build()
         except ValueError as exc:
             raise SpecError({"mechanism": str(exc)}) from None
+        _check_cost(built, spec.epoch)
         return replace(spec, mechanism=built.name)
 
     def to_json(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from collector.deps import AdminKey, ReaderKey, RuntimeDep, StoreDep
@@ -86,7 +87,9 @@ async def create_metric(
     limit = runtime.settings.max_spec_bytes
     raw = await read_limited(request.stream(), limit, request.headers.get("content-length"))
     body = inflate(raw, request.headers.get("content-encoding"), limit)
-    spec = spec_from_json(parse_json(body))
+    # Validating builds the mechanism (OLH's search for g, a unary encoding's
+    # plausibility limit): bounded, but never on the event loop.
+    spec = await run_in_threadpool(spec_from_json, parse_json(body))
     stored, created = await store.create_metric(spec)
     if created:
         log_event(runtime.log, "metric_created", metric=stored.name, version=stored.version,

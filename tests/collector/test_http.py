@@ -98,3 +98,22 @@ def test_the_collector_sends_security_headers(collector_service: ServiceProcess)
         assert answer.headers["X-Frame-Options"] == "DENY"
         assert "default-src 'none'" in answer.headers["Content-Security-Policy"]
         assert answer.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_the_issues_stalling_specs_are_refused_quickly(collector_service: ServiceProcess) -> None:
+    """`auto` at eps = 50 used to hang the collector in OLH's search for g, and an OUE
+    metric over 65,536 labels made its first batch take 88 s on the event loop: both
+    are refused at registration (422, a stable code); the service keeps answering."""
+    labels = [f"c{i}" for i in range(65536)]
+    attacks = [
+        {"name": "hang", "kind": "categorical", "epsilon": 50.0, "mechanism": "auto",
+         "domain": labels[:1024]},
+        {"name": "wide", "kind": "categorical", "epsilon": 1.0, "mechanism": "oue",
+         "domain": labels},
+    ]
+    with httpx.Client(base_url=collector_service.url, timeout=30) as client:
+        for body in attacks:
+            answer = client.post("/v1/metrics", json=body, headers=auth(ADMIN_KEY))
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["code"] == "invalid_spec"
+            assert client.get("/healthz").status_code == 200

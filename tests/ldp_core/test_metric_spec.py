@@ -134,3 +134,19 @@ def test_labels_that_hide_or_reorder_text_are_refused(label: str) -> None:
         MetricSpec.from_json(body)
     with pytest.raises(SpecError, match="unit"):
         MetricSpec.from_json({**body, "domain": ["ok", "fine"], "unit": label})
+
+
+def test_costly_and_pointless_specs_are_refused_at_the_boundary() -> None:
+    """The issue's stalls: a unary domain of 65,536 (each report sets ~18,000 counters),
+    hourly epochs over a huge tally, and an epsilon that randomises nothing."""
+    labels = [f"c{i}" for i in range(65536)]
+    base = {"name": "big", "kind": "categorical", "epsilon": 1.0, "domain": labels}
+    with pytest.raises(SpecError, match="counters per report"):
+        MetricSpec.from_json({**base, "mechanism": "oue"})
+    with pytest.raises(SpecError, match="epochs a month"):
+        MetricSpec.from_json({**base, "mechanism": "olh", "epoch": "hour"})
+    assert MetricSpec.from_json({**base, "mechanism": "olh"}).mechanism == "olh"
+    with pytest.raises(SpecError, match="at most 10"):
+        MetricSpec.from_json({**base, "domain": ["a", "b"], "epsilon": 50.0})
+    with pytest.raises(SpecError, match="at most 20"):
+        MetricSpec.from_json({**base, "domain": ["a", "b"], "longitudinal": {"epsilon_inf": 30}})
