@@ -117,3 +117,36 @@ def test_the_issues_stalling_specs_are_refused_quickly(collector_service: Servic
             assert answer.status_code == 422, answer.text
             assert answer.json()["code"] == "invalid_spec"
             assert client.get("/healthz").status_code == 200
+
+
+def test_registry_quotas_refuse_without_changing_anything(tmp_path: Path) -> None:
+    """LDP_MAX_METRICS and LDP_MAX_CATALOG_BYTES: 409 quota_exceeded, nothing stored
+    (a private Redis, so that the count starts at zero)."""
+    extra = {"LDP_MAX_METRICS": "2", "LDP_MAX_CATALOG_BYTES": "4096"}
+    redis = RedisServer.start(tmp_path / "redis")
+    try:
+        _quotas(redis.url, tmp_path, extra)
+    finally:
+        redis.stop()
+
+
+def _quotas(redis_url: str, tmp_path: Path, extra: dict[str, str]) -> None:
+    with start_collector(redis_url, log_dir=tmp_path, extra_env=extra) as svc, httpx.Client(
+        base_url=svc.url, timeout=10
+    ) as client:
+        def post(body: dict[str, object]) -> httpx.Response:
+            return client.post("/v1/metrics", json=body, headers=auth(ADMIN_KEY))
+
+        small = {"kind": "boolean", "epsilon": 1.0}
+        assert post({"name": "q.one", **small}).status_code == 201
+        big = {"name": "q.big", "kind": "categorical", "epsilon": 1.0,
+               "domain": [f"label-{i:04d}" for i in range(400)]}
+        refused = post(big)
+        assert refused.status_code == 409 and refused.json()["code"] == "quota_exceeded"
+        assert post({"name": "q.two", **small}).status_code == 201
+        third = post({"name": "q.three", **small})
+        assert third.status_code == 409 and third.json()["code"] == "quota_exceeded"
+        assert post({"name": "q.one", **small}).status_code == 200  # an existing name is fine
+        names = {m["name"] for m in client.get("/v1/metrics", headers=auth(INGEST_KEY)).json()[
+            "metrics"]}
+        assert names == {"q.one", "q.two"}
