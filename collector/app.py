@@ -60,7 +60,7 @@ from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import Telemetry
 from ldp_server.headers import API_HEADERS, install_security_headers
-from ldp_server.keys import KeyRing, RateLimiter
+from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
@@ -84,7 +84,6 @@ def create_app(
     runtime = Runtime(
         settings=settings,
         keys=KeyRing.from_keys(settings.keys_by_role()),
-        limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
         telemetry=Telemetry(),
         log=log,
         clock=clock,

@@ -19,7 +19,8 @@ Environment variables: ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES``
 (host:port,...), ``LDP_ADMIN_KEYS``, ``LDP_INGEST_KEYS``, ``LDP_ANALYST_KEYS``
 (comma-separated), ``LDP_DATA_DIR``, ``LDP_ENV``; tuning: ``LDP_SHARDS``,
 ``LDP_RETENTION_DAYS``, ``LDP_CLOCK_SKEW_EPOCHS``, ``LDP_RATE_LIMIT_PER_SECOND``
-(requests per key; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
+(requests per client address, shared by every worker through Redis; 0 disables),
+``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
 ``LDP_MAX_INFLATED_BYTES``, ``LDP_MAX_METRICS`` (1000) and ``LDP_MAX_CATALOG_BYTES``
 (8 MiB; the catalog every device fetches), ``LDP_SERVER_SECRET`` (hex, >= 16 bytes; required in
 prod, else one is created and kept in Redis), ``LDP_LOG_LEVEL``,

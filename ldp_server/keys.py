@@ -16,25 +16,19 @@ the key itself:
 >>> ring.check_session(ring.session_for("a" * 24)), ring.check_session("0" * 64)
 (True, False)
 
-A bucket holds ``burst`` tokens and refills at ``rate`` per second; a request
-takes one, or learns how long to wait:
-
->>> limiter = RateLimiter(rate=1.0, burst=2)
->>> [limiter.take("k", now=0.0) for _ in range(3)]
-[0.0, 0.0, 1.0]
+Rate limits are per client, in Redis (``collector.store.limits``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ldp_server.settings import Role
 
-__all__ = ["KeyRing", "RateLimiter", "bearer_key", "key_digest"]
+__all__ = ["KeyRing", "bearer_key", "key_digest"]
 
 _SESSION_LABEL = b"ldp-dashboard-session-v1"
 
@@ -100,27 +94,3 @@ class KeyRing:
             found |= hmac.compare_digest(value.encode(), self._session(digest).encode())
         return found
 
-
-@dataclass
-class RateLimiter:
-    """Token buckets per key digest, in process memory (each worker has its own)."""
-
-    rate: float
-    burst: int
-    max_keys: int = 10_000
-    _buckets: dict[bytes | str, tuple[float, float]] = field(default_factory=dict)
-
-    def take(self, key: bytes | str, now: float | None = None) -> float:
-        """0.0 if the request may go ahead, else the seconds to wait before retrying."""
-        if self.rate <= 0:
-            return 0.0
-        now = time.monotonic() if now is None else now
-        tokens, last = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-        if tokens >= 1.0:
-            if len(self._buckets) >= self.max_keys and key not in self._buckets:
-                self._buckets.clear()  # only valid keys reach here; bounded memory anyway
-            self._buckets[key] = (tokens - 1.0, now)
-            return 0.0
-        self._buckets[key] = (tokens, now)
-        return (1.0 - tokens) / self.rate
