@@ -95,6 +95,7 @@ def create_app(
             settings.redis_client(),
             shards=settings.shards,
             retention_seconds=settings.retention_days * 86400 + 86400,
+            tally_retention_seconds=settings.tally_retention_days * 86400,
             secret=settings.secret_bytes(),
         )
         app.state.store = store
