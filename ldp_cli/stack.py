@@ -55,7 +55,7 @@ class Stack:
         """
         redis = None
         if not redis_url and not cluster_nodes:
-            redis = RedisServer.start(data_dir / "redis", bound=True)
+            redis = RedisServer.start(data_dir / "redis", bound=True, guarded=True)
             redis_url = redis.url
         stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
         try:
