@@ -73,7 +73,7 @@ def banner(stack: Stack, keys: Keys, created: bool, data_dir: Path, out: TextIO)
         print(f"  admin    {keys.admin}", file=out)
         print(f"  ingest   {keys.ingest}", file=out)
         print(f"  analyst  {keys.analyst}", file=out)
-        print(f"dashboard sign-in link: {stack.aggregator_url}/?key={keys.analyst}", file=out)
+        print(f"dashboard:  sign in at {stack.aggregator_url}/ with the analyst key", file=out)
     else:
         print(f"keys:       in {data_dir / 'keys.json'} (shown on the first run only)", file=out)
     out.flush()

@@ -1,4 +1,4 @@
-"""API keys by role, bearer headers, dashboard sessions, and a per-key rate limit.
+"""API keys by role and bearer headers, for both services.
 
 One key ring for both services.  Keys are held only as SHA-256 digests and a
 presented key is compared with every one in constant time:
@@ -10,13 +10,8 @@ presented key is compared with every one in constant time:
 >>> ring.check_bearer(header, "admin"), ring.check_bearer(header, "ingest")
 (True, False)
 
-A dashboard session cookie is derived from a key (HMAC of its digest), never
-the key itself:
-
->>> ring.check_session(ring.session_for("a" * 24)), ring.check_session("0" * 64)
-(True, False)
-
-Rate limits are per client, in Redis (``collector.store.limits``).
+Dashboard sessions are random ids in Redis (``aggregator.sessions``); rate
+limits are per client, in Redis (``collector.store.limits``).
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from ldp_server.settings import Role
 
 __all__ = ["KeyRing", "bearer_key", "key_digest"]
 
-_SESSION_LABEL = b"ldp-dashboard-session-v1"
 
 
 def key_digest(key: str) -> bytes:
@@ -76,21 +70,4 @@ class KeyRing:
         """True iff an ``Authorization`` header carries a held key (of ``roles``)."""
         key = bearer_key(authorization)
         return key is not None and self.check_key(key, *roles)
-
-    @staticmethod
-    def _session(digest: bytes) -> str:
-        return hmac.new(digest, _SESSION_LABEL, hashlib.sha256).hexdigest()
-
-    def session_for(self, key: str) -> str:
-        """The session cookie value for a (checked) key: derived from it, not the key."""
-        return self._session(key_digest(key))
-
-    def check_session(self, value: str | None) -> bool:
-        """True iff a session value was derived from a held key (every entry compared)."""
-        if not value:
-            return False
-        found = False
-        for digest, _ in self.entries:
-            found |= hmac.compare_digest(value.encode(), self._session(digest).encode())
-        return found
 

@@ -115,13 +115,10 @@ class RedisServer:
         """
         folder = Path(data_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        if guarded:
-            password = _guard(folder, maxmemory)
-            extra = (str(folder / "redis.conf"), *extra)
+        password = _guard(folder, maxmemory) if guarded else None
         chosen = port or free_port()
-        process = cls._spawn(chosen, folder, appendfsync, extra, bound)
-        server = cls(chosen, folder, appendfsync, process, extra, bound,
-                     password if guarded else None)
+        process = cls._spawn(chosen, folder, appendfsync, extra, bound, password is not None)
+        server = cls(chosen, folder, appendfsync, process, extra, bound, password)
         try:
             server.wait_ready(timeout)
         except BaseException:
@@ -131,10 +128,11 @@ class RedisServer:
 
     @classmethod
     def _spawn(
-        cls, port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], bound: bool
+        cls, port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], bound: bool,
+        guarded: bool = False,
     ) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            cls.argv(port, folder, appendfsync, extra),
+            cls.argv(port, folder, appendfsync, extra, guarded),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -143,9 +141,11 @@ class RedisServer:
         )
 
     @staticmethod
-    def argv(port: int, folder: Path, appendfsync: str, extra: tuple[str, ...]) -> list[str]:
-        # A config file (``guarded``) must come first on redis-server's command line.
-        conf = [x for x in extra if x.endswith(".conf")]
+    def argv(
+        port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], guarded: bool = False
+    ) -> list[str]:
+        # The config file (``guarded``) must come first on redis-server's command line.
+        conf = [str(folder / "redis.conf")] if guarded else []
         return [
             find_redis_server(),
             *conf,
@@ -165,7 +165,7 @@ class RedisServer:
             "yes",
             "--logfile",
             str(folder / "redis.log"),
-            *(x for x in extra if not x.endswith(".conf")),
+            *extra,
         ]
 
     @property
@@ -221,7 +221,7 @@ class RedisServer:
         """Start again on the same port and folder (replays the append-only file)."""
         self.stop()
         self.process = self._spawn(self.port, self.data_dir, self.appendfsync, self.extra,
-                                   self.bound)
+                                   self.bound, self.password is not None)
         self.wait_ready(timeout)
 
 

@@ -2,8 +2,9 @@
 
 Tallies are simulated (fixed seeds) and written through the collector store's
 ingest path; the aggregator runs as a uvicorn subprocess.  Chromium opens
-``/?key=<analyst key>``, which answers with a redirect to ``/`` and an
-HttpOnly cookie; the dumped DOM must hold one ``rect.bar`` and one ``line.ci``
+a one-time sign-in link (minted with the analyst key; no key in the URL),
+which answers with a redirect to ``/`` and an HttpOnly session cookie; the
+dumped DOM must hold one ``rect.bar`` and one ``line.ci``
 per value, and a screenshot is saved under ``test-artifacts/``.
 """
 
@@ -136,7 +137,7 @@ def live(
 
 
 def test_dashboard_in_chromium(live: dict[str, Any], tmp_path: Path) -> None:
-    entry = f"{live['url']}/?key={ANALYST_KEY}"
+    entry = sign_in_link(live["url"])
     dom = run_chromium(["--virtual-time-budget=5000", "--dump-dom", entry], tmp_path / "p1")
     assert ANALYST_KEY not in dom
     page = Elements()
@@ -162,25 +163,36 @@ def test_dashboard_in_chromium(live: dict[str, Any], tmp_path: Path) -> None:
     shot = ARTIFACTS / "dashboard.png"
     shot.unlink(missing_ok=True)
     run_chromium(
-        ["--virtual-time-budget=5000", f"--screenshot={shot}", "--window-size=1280,2000", entry],
+        ["--virtual-time-budget=5000", f"--screenshot={shot}", "--window-size=1280,2000",
+         sign_in_link(live["url"])],
         tmp_path / "p2",
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
 
 
+def sign_in_link(base: str) -> str:
+    """A one-time sign-in link, minted with the analyst key (never a key in a URL)."""
+    minted = httpx.post(base + "/v1/sessions", headers=auth(ANALYST_KEY))
+    assert minted.status_code == 201, minted.text
+    return base + minted.json()["path"]
+
+
 def test_page_needs_a_key_and_sends_security_headers(live: dict[str, Any]) -> None:
     base = live["url"]
+    same_site = {"Origin": base}
     anonymous = httpx.get(base + "/")
     assert anonymous.status_code == 401 and 'action="/login"' in anonymous.text
     assert "metric-os" not in anonymous.text
-    wrong = httpx.get(base + "/", params={"key": "wrong-key-0123456789abcdef"})
-    assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
-    exchange = httpx.get(base + "/", params={"key": ANALYST_KEY})
-    assert exchange.status_code == 303 and exchange.headers["location"] == "/"
-    cookie = exchange.headers["set-cookie"]
+    # A key in a URL signs nobody in, even the analyst's.
+    in_url = httpx.get(base + "/", params={"key": ANALYST_KEY})
+    assert in_url.status_code == 401 and "set-cookie" not in in_url.headers
+    # The form, from this origin: a random session id in an HttpOnly, Strict cookie.
+    form = httpx.post(base + "/login", data={"key": ANALYST_KEY}, headers=same_site)
+    assert form.status_code == 303 and form.headers["location"] == "/"
+    cookie = form.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
     assert ANALYST_KEY not in cookie
-    page = httpx.get(base + "/", cookies=exchange.cookies)
+    page = httpx.get(base + "/", cookies=form.cookies)
     assert page.status_code == 200 and 'id="metric-os"' in page.text
     assert ANALYST_KEY not in page.text and "<script" not in page.text
     headers = page.headers
@@ -189,11 +201,25 @@ def test_page_needs_a_key_and_sends_security_headers(live: dict[str, Any]) -> No
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["referrer-policy"] == "no-referrer"
     assert httpx.get(base + "/", headers=auth(ANALYST_KEY)).status_code == 200
-    form = httpx.post(base + "/login", data={"key": ANALYST_KEY})
-    assert form.status_code == 303 and "set-cookie" in form.headers
     css = httpx.get(base + "/static/dashboard.css")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     # The session cookie also authorises the JSON API the page is built from.
-    assert httpx.get(base + "/v1/metrics", cookies=exchange.cookies).status_code == 200
-    out = httpx.post(base + "/logout", cookies=exchange.cookies)
+    assert httpx.get(base + "/v1/metrics", cookies=form.cookies).status_code == 200
+    # Login CSRF: a cross-site (or origin-less) form post signs nobody in or out.
+    for foreign in ({"Origin": "https://evil.example"}, {}):
+        forged = httpx.post(base + "/login", data={"key": ANALYST_KEY}, headers=foreign)
+        assert forged.status_code == 403 and "set-cookie" not in forged.headers
+        kept = httpx.post(base + "/logout", cookies=form.cookies, headers=foreign)
+        assert kept.status_code == 403
+    assert httpx.get(base + "/", cookies=form.cookies).status_code == 200
+    # Signing out revokes the session on the server: the old cookie is dead.
+    out = httpx.post(base + "/logout", cookies=form.cookies, headers=same_site)
     assert out.status_code == 303 and 'ldp_dashboard=""' in out.headers["set-cookie"]
+    assert httpx.get(base + "/", cookies=form.cookies).status_code == 401
+    assert httpx.get(base + "/v1/metrics", cookies=form.cookies).status_code == 401
+    # A one-time link works once, and carries a ticket, not a key.
+    link = sign_in_link(base)
+    assert ANALYST_KEY not in link
+    first = httpx.get(link)
+    assert first.status_code == 303 and httpx.get(base + "/", cookies=first.cookies).is_success
+    assert httpx.get(link).status_code == 401
