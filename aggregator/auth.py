@@ -1,11 +1,9 @@
 """Analyst authentication: bearer keys for the API, a session cookie for the page.
 
 The key ring is the server kit's (``ldp_server.keys.KeyRing``, re-exported
-here), built from the analyst keys only.  The dashboard never puts a key in a
-page, a script or a URL: the sign-in form POSTs it to ``/login``, which answers
-with a redirect to ``/`` that sets an HttpOnly, SameSite=Strict cookie named
-``SESSION_COOKIE`` holding a random session token stored server-side with an
-expiry and revoked on logout (``aggregator.sessions``).  ``/?key=`` is refused.
+here), built from the analyst keys only.  The page's cookie, ``SESSION_COOKIE``,
+holds a random session id kept in Redis (``aggregator.sessions``), never a key
+or anything derived from one.
 
 >>> ring = analyst_ring(("a" * 24,))
 >>> ring.check_bearer("Bearer " + "a" * 24), ring.check_bearer("Bearer nope")

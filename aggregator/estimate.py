@@ -86,7 +86,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.consistency import norm_sub
-from ldp_core import Mechanism, TwoLevel
+from ldp_core import Bounded, Mechanism, TwoLevel
 
 __all__ = [
     "FrequencyEstimate",
@@ -243,7 +243,9 @@ def window_mean_variance(
 
 def exact_mean_variance(m: Mechanism, true_values: Sequence[float] | npt.NDArray[Any]) -> float:
     """Var of the 1BitMean estimate of the mean, for known true values."""
-    lo, hi = m.lo, m.hi  # type: ignore[attr-defined]
+    if not isinstance(m, Bounded):
+        raise ValueError(f"{m.name} does not estimate a mean over [lo, hi]")
+    lo, hi = m.lo, m.hi
     p, q = m.p_star, m.q_star
     z = (np.asarray(true_values, dtype=np.float64) - lo) / (hi - lo)
     pi = q + z * (p - q)
@@ -300,7 +302,8 @@ def estimate(
         return ScalarEstimate(
             share, se, share - z * se, share + z * se, n, m.epsilon, m.name, confidence
         )
-    lo, hi = m.lo, m.hi  # type: ignore[attr-defined]
+    assert isinstance(m, Bounded), m.name  # kind "mean"
+    lo, hi = m.lo, m.hi
     se = math.sqrt(float(window_mean_variance(m, n, share, epochs))) * (hi - lo)
     mean = lo + share * (hi - lo)
     return ScalarEstimate(mean, se, mean - z * se, mean + z * se, n, m.epsilon, m.name, confidence)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 
 from ldp_core.base import Mechanism
-from ldp_core.mechanisms.unary import set_bits_tail
+from ldp_core.binomial_tail import set_bits_tail
 
 __all__ = [
     "FALSE_REJECTION",

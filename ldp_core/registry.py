@@ -17,8 +17,8 @@ from fractions import Fraction
 from typing import Any
 
 from ldp_core.base import Kind, Mechanism, check_domain_size
-from ldp_core.epsilon import check_epsilon
-from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, unary
+from ldp_core.epsilon import check_mechanism_epsilon
+from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, sketch, unary
 
 __all__ = [
     "FAMILIES",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard)
+FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -74,7 +74,8 @@ class AutoChoice:
 def auto_choice(epsilon: float, domain_size: int, kind: Kind = "frequency") -> AutoChoice:
     """The lowest-variance candidate of ``kind`` for (d, eps); a d-bit report gives way
     to a compact one within ``REPORT_SIZE_TOLERANCE``."""
-    params = {"epsilon": check_epsilon(epsilon), "domain_size": check_domain_size(domain_size)}
+    eps, d = check_mechanism_epsilon(epsilon), check_domain_size(domain_size)
+    params = {"epsilon": eps, "domain_size": d}
     built = {
         name: cls.create({**params, "lo": 0.0, "hi": 1.0})
         for name, cls in _ONE.items()
@@ -120,20 +121,21 @@ def mechanism(
     truth: float | Fraction | None = None,
     yes: float | Fraction | None = None,
     g: int | None = None,
+    buckets: int | None = None,
 ) -> Mechanism:
     """Build a mechanism by name; every bad parameter is a ValueError naming it.
 
     - ``binary_rr``: ``epsilon=`` or ``p=`` (keep probability)
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
-    - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``auto``:
-      ``epsilon=``, ``domain_size=``
+    - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``cms`` and
+      ``hcms`` (optional ``buckets=``), ``auto``: ``epsilon=``, ``domain_size=``
     - ``one_bit_mean``: ``epsilon=``, ``lo=``, ``hi=``
     """
     params = {
         key: value
         for key, value in (
             ("epsilon", epsilon), ("domain_size", domain_size), ("lo", lo), ("hi", hi),
-            ("p", p), ("truth", truth), ("yes", yes), ("g", g),
+            ("p", p), ("truth", truth), ("yes", yes), ("g", g), ("buckets", buckets),
         )
         if value is not None
     }

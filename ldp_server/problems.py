@@ -60,6 +60,7 @@ CODES: dict[str, str] = {
     "batch_shape": "the batch is not six columns of one length (ldp_core.wire)",
     "batch_size": "the batch holds no report or more than the limit",
     "invalid_spec": "the metric spec is not valid (errors: field -> message)",
+    "quota_exceeded": "the registry is full: too many metrics, or the catalog too large",
     # keys
     "missing_key": "no 'Authorization: Bearer <key>' header",
     "invalid_key": "the key is not one of this service's keys",

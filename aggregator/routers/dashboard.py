@@ -1,12 +1,13 @@
 """GET / : the dashboard page (server-rendered SVG), its sign-in and stylesheet.
 
-How the key reaches the page: it never does.  The analyst signs in with the
-form (POST /login, key in the body); the answer is a redirect to ``/`` that
-sets an HttpOnly, SameSite=Strict cookie holding a random session token kept
-server-side (``aggregator.sessions``: Redis, expiry, revoked by POST /logout).
-A key in a URL (``/?key=``) is refused and never starts a session.  Sign-in
-and sign-out refuse cross-site requests (``sessions.same_origin``: 403).
-``Authorization: Bearer`` works too.
+How the key reaches the page: it never does, and it is never in a URL.  The
+analyst signs in with the form (POST /login from this origin, key in the
+body) or with a one-time ticket link (``GET /login?ticket=...``, minted by an
+analyst key through ``POST /v1/sessions``: ``ldp up`` prints one); either way
+the answer is a redirect to ``/`` that sets an HttpOnly, SameSite=Strict
+cookie holding a random session id kept in Redis (``aggregator.sessions``),
+revoked by POST /logout.  ``/?key=`` signs nobody in.  ``Authorization:
+Bearer`` works too. The access log redacts query strings.
 
 The page is a GET form away from any window (``since``, ``start``/``end`` as
 UTC dates or epoch numbers, ``confidence``), metric (``metric``) and
@@ -24,7 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from aggregator.auth import SESSION_COOKIE
 from aggregator.dates import BadDate, window_epochs
-from aggregator.deps import KeyRingDep, SettingsDep, StoreDep, is_analyst
+from aggregator.deps import AnalystDep, KeyRingDep, SettingsDep, StoreDep, is_analyst
 from aggregator.page import login_page, metrics_page
 from aggregator.page_controls import (
     DashboardQuery,
@@ -36,7 +37,15 @@ from aggregator.page_controls import (
 )
 from aggregator.problems import Problem
 from aggregator.service import compare, estimate_response
-from aggregator.sessions import SESSION_SECONDS, revoke_session, same_origin, start_session
+from aggregator.sessions import (
+    SESSION_SECONDS,
+    TICKET_SECONDS,
+    close_session,
+    mint_ticket,
+    open_session,
+    redeem_ticket,
+    same_origin,
+)
 from aggregator.settings import Settings
 from aggregator.views import EstimateOptions
 from collector.store import Store
@@ -55,11 +64,11 @@ _NO_STORE = {"Cache-Control": "no-store"}
 Text = Annotated[str | None, Query(max_length=64)]
 
 
-def _signed_in(settings: Settings, token: str) -> RedirectResponse:
+async def _signed_in(settings: Settings, store: Store) -> RedirectResponse:
     response = RedirectResponse("/", status_code=303, headers=_NO_STORE)
     response.set_cookie(
         SESSION_COOKIE,
-        token,
+        await open_session(store.client),
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",
@@ -73,8 +82,8 @@ def _login(message: str, status: int = 401) -> HTMLResponse:
     return HTMLResponse(login_page(message), status_code=status, headers=_NO_STORE)
 
 
-def _cross_site() -> HTMLResponse:
-    return _login("Refused: the request came from another site.", 403)
+def _cross_site(what: str) -> HTMLResponse:
+    return _login(f"{what} from the dashboard's own page.", 403)
 
 
 def _threshold(text: str | None) -> tuple[float | None, str | None]:
@@ -146,10 +155,9 @@ async def dashboard(
     threshold: Annotated[str | None, Query(max_length=32)] = None,
 ) -> Response:
     """The metrics with their estimates; the sign-in page without a session or key."""
-    if "key" in request.query_params:
-        return _login("A key in a URL is refused (it would stay in the history and in "
-                      "logs): sign in with this form.")
-    if not await is_analyst(request, ring):
+    if "key" in request.query_params:  # a key in a URL lands in histories and logs
+        return _login("Keys never go in a URL: sign in with the form.")
+    if not await is_analyst(request, ring, store):
         return _login("Sign in with an analyst key.")
     value, threshold_error = _threshold(threshold)
     q = DashboardQuery(metric or None, since or None, start or None, end or None, confidence,
@@ -180,12 +188,31 @@ async def dashboard(
     return HTMLResponse(page, headers=_NO_STORE)
 
 
+@router.get("/login")
+async def login_with_ticket(
+    settings: SettingsDep, store: StoreDep,
+    ticket: Annotated[str | None, Query(max_length=128)] = None,
+) -> Response:
+    """A one-time ticket link (``POST /v1/sessions``) signs this browser in."""
+    if not await redeem_ticket(store.client, ticket):
+        return _login("That sign-in link is used or expired.")
+    return await _signed_in(settings, store)
+
+
+@router.post("/v1/sessions", status_code=201)
+async def mint_sign_in_link(_: AnalystDep, store: StoreDep) -> dict[str, object]:
+    """A one-time link (good for a minute) that signs a browser in without a key."""
+    ticket = await mint_ticket(store.client)
+    return {"path": f"/login?ticket={ticket}", "expires_in": TICKET_SECONDS}
+
+
 @router.post("/login")
-async def login(request: Request, ring: KeyRingDep, settings: SettingsDep,
-                store: StoreDep) -> Response:
-    """The form's POST: a urlencoded ``key`` field (bounded body), same origin only."""
-    if not same_origin(request.headers):
-        return _cross_site()
+async def login(
+    request: Request, ring: KeyRingDep, settings: SettingsDep, store: StoreDep
+) -> Response:
+    """The form's POST from this origin: a urlencoded ``key`` field (bounded body)."""
+    if not same_origin(request):
+        return _cross_site("Sign in")
     # Read at most 4 KiB: request.body() would hold any body the client sends in memory.
     too_large = HTMLResponse(login_page("Request too large."), status_code=413)
     declared = request.headers.get("content-length")
@@ -200,16 +227,16 @@ async def login(request: Request, ring: KeyRingDep, settings: SettingsDep,
     if not key or not ring.check_key(key):
         return _login("That key is not an analyst key.")
     # A new session each time; one the browser held before is revoked (no fixation).
-    await revoke_session(store.client, request.cookies.get(SESSION_COOKIE))
-    return _signed_in(settings, await start_session(store.client, key))
+    await close_session(store.client, request.cookies.get(SESSION_COOKIE))
+    return await _signed_in(settings, store)
 
 
 @router.post("/logout")
 async def logout(request: Request, store: StoreDep) -> Response:
-    """Revoke the session server-side and clear the cookie (same origin only)."""
-    if not same_origin(request.headers):
-        return _cross_site()
-    await revoke_session(store.client, request.cookies.get(SESSION_COOKIE))
+    """Revoke this browser's session (from this origin only) and drop its cookie."""
+    if not same_origin(request):
+        return _cross_site("Sign out")
+    await close_session(store.client, request.cookies.get(SESSION_COOKIE))
     response = RedirectResponse("/", status_code=303, headers=_NO_STORE)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

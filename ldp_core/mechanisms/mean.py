@@ -27,9 +27,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng
-from ldp_core.base import Design, Kind, Mechanism, need, words
-from ldp_core.epsilon import check_epsilon, threshold_at_least, threshold_at_most
+from ldp_core._rng import WORD, Rng, words
+from ldp_core.base import Design, Kind, Mechanism, need
+from ldp_core.epsilon import (
+    check_mechanism_epsilon,
+    check_separated,
+    threshold_at_least,
+    threshold_at_most,
+)
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.binary import OneBit, OneBitTwoLevel
 
@@ -107,7 +112,7 @@ class OneBitMean(_Mean):
     zero: int = field(init=False)
 
     def __init__(self, epsilon: float, lo: float, hi: float) -> None:
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         low, high = check_bounds(lo, hi)
         e = math.exp(eps)
         object.__setattr__(self, "declared_epsilon", eps)
@@ -115,6 +120,7 @@ class OneBitMean(_Mean):
         object.__setattr__(self, "hi", high)
         object.__setattr__(self, "one", threshold_at_most(e / (e + 1)))
         object.__setattr__(self, "zero", threshold_at_least(1 / (e + 1)))
+        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> OneBitMean:
