@@ -140,6 +140,5 @@ def window_epochs(
     last = None
     if end is not None:
         last = _epoch(parse_time(end, field="end"), epoch_seconds, ceil=True, field="end")
-    if first is not None and last is not None and first >= last:
-        raise BadDate(f"the window is empty: start epoch {first} is not below end epoch {last}")
+    # An empty window (start >= end) is the estimate's own check: 422 bad_window.
     return EpochWindow(first, last)

@@ -73,7 +73,7 @@ CODES: dict[str, str] = {
     "unknown_version": "the metric exists, that version does not",
     # estimates
     "bad_window": "start must be below end",
-    "bad_date": "start, end or since is neither an epoch number, a UTC date nor <N><h|d|w>",
+    "bad_date": "start, end or since is not an epoch number, a UTC date or <N><h|d|w>",
     "window_too_large": "the window holds more epochs than the server allows",
     "unknown_category": "a compared value is not a category of the metric",
     "bad_compare": "the comparison asked does not fit the metric's kind",
