@@ -292,6 +292,11 @@ class OLH(_Hashed):
         p = self.bucket_keep
         return log_up(p * (self.g - 1) / (1 - p))
 
+    def describe(self) -> dict[str, object]:
+        # The hash family (g buckets, num_seeds seeds) and the bucket keep threshold.
+        return {**super().describe(), "g": self.g, "num_seeds": self.num_seeds,
+                "keep": self.keep}
+
     def seed_vector(self, seed: int) -> tuple[int, ...]:
         """The projective point a_s: zeros, a leading 1, then base-g digits."""
         rest = seed
