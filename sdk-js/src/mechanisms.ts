@@ -177,20 +177,8 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
     }
     case "olh": {
       const g = at("g"), seeds = at("num_seeds"), keep = at("keep");
-      let length = 1;
-      for (let span = g; span < d; span *= g) length++;
-      const bucket = (seed: number, value: number): number => {
-        // The projective point a_seed: zeros, a leading 1, then base-g digits.
-        let rest = seed, lead = 0, block = g ** (length - 1);
-        while (rest >= block) { rest -= block; lead++; block /= g; }
-        if (lead >= length) throw new RangeError(`seed ${seed} not in [0, ${seeds})`);
-        const a = new Array<number>(length).fill(0);
-        a[lead] = 1;
-        for (let i = length - 1; i > lead; i--) { a[i] = rest % g; rest = Math.floor(rest / g); }
-        let sum = 0, x = value;
-        for (let i = length - 1; i >= 0; i--) { sum = (sum + a[i] * (x % g)) % g; x = Math.floor(x / g); }
-        return sum;
-      };
+      const length = olhLength(g, d);
+      const bucket = (seed: number, value: number): number => olhHash(g, length, seed, value);
       return {
         perturb: (v, rng) => {
           const seed = rng.randrange(seeds);
@@ -233,6 +221,27 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
     default:
       throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
   }
+}
+
+/** h_seed(value) of the projective OLH family: <a_seed, base-g digits of value> mod g. */
+export function olhHash(g: number, length: number, seed: number, value: number): number {
+  // The projective point a_seed: zeros, a leading 1, then base-g digits.
+  let rest = seed, lead = 0, block = g ** (length - 1);
+  while (rest >= block && lead < length) { rest -= block; lead++; block /= g; }
+  if (lead >= length) throw new RangeError(`seed ${seed} is beyond the family of g=${g}, L=${length}`);
+  const a = new Array<number>(length).fill(0);
+  a[lead] = 1;
+  for (let i = length - 1; i > lead; i--) { a[i] = rest % g; rest = Math.floor(rest / g); }
+  let sum = 0, x = value;
+  for (let i = length - 1; i >= 0; i--) { sum = (sum + a[i] * (x % g)) % g; x = Math.floor(x / g); }
+  return sum;
+}
+
+/** L, the number of base-g digits of values below d. */
+export function olhLength(g: number, d: number): number {
+  let length = 1;
+  for (let span = g; span < d; span *= g) length++;
+  return length;
 }
 
 function exactScaled(x: number): bigint {
