@@ -38,16 +38,18 @@ def specs() -> list[dict[str, Any]]:
             1024: [f"v{i}" for i in range(1024)]}
     for eps, inf in ((0.5, 1.5), (1.0, 3.0), (3.0, 6.0)):
         for mech in ("binary_rr", "forced_response"):
-            out.append({"name": f"b.{mech}.{eps}", "kind": "boolean", "epsilon": eps, "mechanism": mech})
-        out.append({"name": f"b.l.{eps}", "kind": "boolean", "epsilon": eps, "mechanism": "binary_rr",
-                    "longitudinal": {"epsilon_inf": inf}})
+            out.append({"name": f"b.{mech}.{eps}", "kind": "boolean", "epsilon": eps,
+                        "mechanism": mech})
+        out.append({"name": f"b.l.{eps}", "kind": "boolean", "epsilon": eps,
+                    "mechanism": "binary_rr", "longitudinal": {"epsilon_inf": inf}})
         for mech in ("grr", "sue", "oue", "olh", "hadamard"):
             for d in (2, 4, 37, 1024):
                 if mech in ("sue", "oue") and d == 1024 and eps != 1.0:
                     continue
                 for two in (False, True):
-                    spec: dict[str, Any] = {"name": f"c.{mech}.{d}.{eps}.{int(two)}", "kind": "categorical",
-                                            "domain": cats[d], "epsilon": eps, "mechanism": mech}
+                    spec: dict[str, Any] = {
+                        "name": f"c.{mech}.{d}.{eps}.{int(two)}", "kind": "categorical",
+                        "domain": cats[d], "epsilon": eps, "mechanism": mech}
                     if two:
                         spec["longitudinal"] = {"epsilon_inf": inf}
                     out.append(spec)
@@ -113,8 +115,9 @@ def drbg_cases() -> dict[str, Any]:
     assert drbg.generate(128).hex() == nist["expected"]
     ops = []
     d2 = HmacDrbg(b"ops")
-    for op, arg in [("bits", 1), ("bits", 7), ("bits", 32), ("bits", 33), ("range", 6), ("range", 1),
-                    ("range", 2**32), ("range", 1093), ("bits", 23), ("words", 5), ("range", 3)] * 3:
+    plan = [("bits", 1), ("bits", 7), ("bits", 32), ("bits", 33), ("range", 6), ("range", 1),
+            ("range", 2**32), ("range", 1093), ("bits", 23), ("words", 5), ("range", 3)]
+    for op, arg in plan * 3:
         if op == "bits":
             ops.append([op, arg, d2.getrandbits(arg)])
         elif op == "range":
