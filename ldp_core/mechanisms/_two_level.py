@@ -238,6 +238,13 @@ class TwoLevel(Mechanism, Generic[B]):
             epsilon_inf_actual=self.base.epsilon_actual,
             instantaneous_keep=float(self.instantaneous_keep),
         )
+        # The exact thresholds, for SDKs in other languages: the instantaneous one,
+        # and the permanent level's own ones prefixed "permanent_".
+        out["instantaneous_threshold"] = self.keep
+        common = Mechanism.describe(self.base)
+        for key, value in self.base.describe().items():
+            if key not in common:
+                out[f"permanent_{key}"] = value
         return out
 
     def unit_text(self) -> str:

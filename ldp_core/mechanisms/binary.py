@@ -165,6 +165,11 @@ class BinaryRR(_Binary):
     def channel(self) -> tuple[Fraction, Fraction]:
         return self.keep, 1 - self.keep
 
+    def describe(self) -> dict[str, object]:
+        # The exact keep probability keep_num / keep_den, for SDKs in other languages.
+        return {**super().describe(), "keep_num": self.keep.numerator,
+                "keep_den": self.keep.denominator}
+
     def _perturb(self, value: int | float, rng: Rng) -> int:
         flip = int(rng.randrange(self.keep.denominator) >= self.keep.numerator)
         return int(value) ^ flip
@@ -221,6 +226,12 @@ class ForcedResponse(_Binary):
     def channel(self) -> tuple[Fraction, Fraction]:
         t, y = self.truth, self.yes
         return t + (1 - t) * y, (1 - t) * y
+
+    def describe(self) -> dict[str, object]:
+        # The exact coins truth_num / truth_den and yes_num / yes_den.
+        return {**super().describe(), "truth_num": self.truth.numerator,
+                "truth_den": self.truth.denominator, "yes_num": self.yes.numerator,
+                "yes_den": self.yes.denominator}
 
     def _perturb(self, value: int | float, rng: Rng) -> int:
         honest = int(rng.randrange(self.truth.denominator) < self.truth.numerator)

@@ -133,6 +133,10 @@ class GRR(_Direct, OverIndices):
         p, q = self.channel
         return log_up(p / q)
 
+    def describe(self) -> dict[str, object]:
+        # The integer keep threshold (P[keep] = keep / 2**32).
+        return {**super().describe(), "keep": self.keep}
+
     def _perturb(self, value: int | float, rng: Rng) -> int:
         return grr_step(int(value), self.keep, self.size, rng)
 

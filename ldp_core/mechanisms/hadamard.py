@@ -181,6 +181,10 @@ class HadamardResponse(_Hadamard, OverIndices):
     def channel(self) -> tuple[Fraction, Fraction]:
         return Fraction(self.keep, WORD), Fraction(1, 2)
 
+    def describe(self) -> dict[str, object]:
+        # The integer threshold of "report inside C_v" (P = keep / 2**32).
+        return {**super().describe(), "keep": self.keep}
+
     def _perturb(self, value: int | float, rng: Rng) -> int:
         # A uniform y, moved into C_v (or out of it) by flipping the lowest set bit
         # of row r = v + 1 when its parity is wrong: a 2-to-1 map onto each half, so

@@ -136,6 +136,11 @@ class OneBitMean(_Mean):
     def channel(self) -> tuple[Fraction, Fraction]:
         return Fraction(self.one, WORD), Fraction(self.zero, WORD)
 
+    def describe(self) -> dict[str, object]:
+        # The integer thresholds of the extremes and the bounds they map.
+        return {**super().describe(), "one": self.one, "zero": self.zero,
+                "lo": self.lo, "hi": self.hi}
+
     def _perturb(self, value: int | float, rng: Rng) -> int:
         # 1 iff u < zero + z (one - zero), compared exactly in rationals.
         u = rng.getrandbits(32)

@@ -255,6 +255,11 @@ class OLH(_Hashed, OverIndices):
         p = self.bucket_keep
         return log_up(p * (self.g - 1) / (1 - p))
 
+    def describe(self) -> dict[str, object]:
+        # The hash family (g buckets, num_seeds seeds) and the bucket keep threshold.
+        return {**super().describe(), "g": self.g, "num_seeds": self.num_seeds,
+                "keep": self.keep}
+
     def _perturb(self, value: int | float, rng: Rng) -> tuple[int, int]:
         seed = rng.randrange(self.num_seeds)
         return seed, grr_step(self.bucket(seed, int(value)), self.keep, self.g, rng)

@@ -185,6 +185,10 @@ class UnaryEncoding(_Unary, OverIndices):
         p, q = self.channel
         return log_up(p * (1 - q) / ((1 - p) * q))
 
+    def describe(self) -> dict[str, object]:
+        # The integer thresholds: P[bit = 1] = one / 2**32 (true bit), zero / 2**32.
+        return {**super().describe(), "one": self.one, "zero": self.zero}
+
     def _perturb(self, value: int | float, rng: Rng) -> tuple[int, ...]:
         if rng is not SYSTEM_RNG:
             # Injected generators (tests, simulation, the memoising HMAC-DRBG of the
