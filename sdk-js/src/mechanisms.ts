@@ -55,7 +55,7 @@ export interface TwoLevelMechanism extends Mechanism {
 }
 
 const WORD = 2 ** 32;
-const LABEL = utf8("ldp-telemetry/permanent/v1");
+const LABEL = utf8("ldp-telemetry/permanent/v2");
 
 /** HMAC-SHA256(secret, LABEL | 0 | context | 0 | "i:<int>" or "f:<float.hex()>"). */
 export function permanentSeed(secret: Uint8Array, context: string, value: number, numeric: boolean): Uint8Array {

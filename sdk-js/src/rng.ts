@@ -136,8 +136,20 @@ export class DrbgRng implements Rng {
     return Math.floor(value / 2 ** (8 * nbytes - k));
   }
 
+  /**
+   * An integer in [0, n) from ONE generate call, as Python's ``HmacDrbg.randrange``:
+   * floor(X n / 2**k) for X on k = bitLength(n) + 64 bits (no rejection loop, so the
+   * permanent level's work does not depend on the value; within 2**-64 of uniform).
+   */
   randrange(n: number): number {
-    return rejection(this, n);
+    if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
+    const bits = bitLength(n) + 64;
+    const nbytes = (bits + 7) >> 3;
+    const raw = this.drbg.generate(nbytes);
+    let x = 0n;
+    for (let i = nbytes - 1; i >= 0; i--) x = (x << 8n) | BigInt(raw[i]);
+    x >>= BigInt(8 * nbytes - bits);
+    return Number((x * BigInt(n)) >> BigInt(bits));
   }
 
   words(count: number): Uint32Array {
