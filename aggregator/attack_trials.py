@@ -9,7 +9,7 @@ benchmarks/bench_poisoning.py and tests/aggregator/test_poisoning_detection.py.
 
 >>> from ldp_core import mechanism
 >>> s = Scenario(mechanism("grr", epsilon=1.0, domain_size=32), honest=10_000)
->>> round(s.shares()[s.target], 4), s.target
+>>> round(float(s.shares()[s.target]), 4), s.target
 (0.0077, 31)
 >>> r = run(s, fraction=0.05, trials=20, seed=1)
 >>> r.detected, r.trials

@@ -41,7 +41,7 @@ easier to move.
 >>> round(gain(m), 2)                  # one fake GRR report moves c_hat by 19 reports
 19.04
 >>> round(fraction_to_move(m, 0.10), 4)   # +10 points of a value held by nobody
-0.0052
+0.0053
 """
 
 from __future__ import annotations
