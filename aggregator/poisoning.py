@@ -63,8 +63,9 @@ from aggregator.attacks import gain
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.plausibility import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
+from ldp_core.metric import MetricSpec
 
-__all__ = ["Policy", "Shares", "Signals", "assess", "shares"]
+__all__ = ["Policy", "Shares", "Signals", "assess", "estimate_signals", "shares"]
 
 Tally = tuple[Sequence[int] | npt.NDArray[Any], int]
 
@@ -140,6 +141,16 @@ class Signals:
         loud_sum = self.sum_z is not None and abs(self.sum_z) > SUM_Z_FLAG
         return bool(self.impossible or self.rise or self.fall or loud_sum)
 
+    def reasons(self, labels: Sequence[str]) -> list[str]:
+        """Why it is flagged, one sentence per signal that fired."""
+        out = [f"{labels[i]}: interval entirely outside [0, 1]" for i in self.impossible]
+        z = self.drift_z or ()
+        out += [f"{labels[i]}: rose {z[i]:.1f} stderr above the earlier epochs" for i in self.rise]
+        out += [f"{labels[i]}: fell {-z[i]:.1f} stderr below the earlier epochs" for i in self.fall]
+        if self.sum_z is not None and abs(self.sum_z) > SUM_Z_FLAG:
+            out.append(f"set-bit total {self.sum_z:+.1f} stderr from the honest law")
+        return out
+
     def to_json(self, labels: Sequence[str]) -> dict[str, Any]:
         """The signals with labels (the estimate's ``poisoning`` field adds to it)."""
 
@@ -157,6 +168,7 @@ class Signals:
                 "threshold_fall": -self.policy.quantile(self.policy.alpha_fall, k),
             }
         return {
+            "reasons": self.reasons(labels),
             "impossible": named(self.impossible),
             "drift": drift,
             "robust": None
@@ -217,3 +229,35 @@ def assess(
         gain=gain(m),
         policy=policy,
     )
+
+
+def _labels(spec: MetricSpec) -> list[str]:
+    if spec.kind == "categorical":
+        return list(spec.domain)
+    return ["mean share"] if spec.kind == "numeric" else ["true"]
+
+
+def estimate_signals(
+    spec: MetricSpec,
+    total: Sequence[int],
+    n: int,
+    per_epoch: Sequence[tuple[int, Sequence[int], int]] = (),
+) -> dict[str, Any]:
+    """The signals of a metric's window as JSON, plus ``signals_flagged``; nothing fires
+    on a suppressed window (too few reports to say anything).
+
+    ``per_epoch`` rows are (epoch, tallies, n) in epoch order; without them the
+    window is one epoch (no drift, no robust estimate).
+    """
+    labels = _labels(spec)
+    rows = [(v, c) for _, v, c in per_epoch if c > 0] or ([(total, n)] if n > 0 else [])
+    if not rows or n < spec.min_reports:
+        return {
+            "reasons": [],
+            "impossible": [],
+            "drift": None,
+            "robust": None,
+            "signals_flagged": False,
+        }
+    signals = assess(spec.build(), rows[-1], rows[:-1])
+    return {**signals.to_json(labels), "signals_flagged": signals.flagged}
