@@ -27,7 +27,7 @@ metrics):
   responses and are positively correlated, so the sum of variances is an
   upper bound: the test stays conservative.  It assumes a stable population:
   a real, sudden change of one value is flagged too (a signal, not proof).
-- ``robust``: with 3 or more epochs, the median of the per-epoch estimates
+- ``robust``: with 3 to 64 epochs, the median of the per-epoch estimates
   beside the unbiased window estimate.  An attacker who poisons fewer than
   half of the epochs cannot push it beyond the largest honest per-epoch
   estimate, while the unbiased estimate moves by fraction x gain.
@@ -81,6 +81,8 @@ class Policy:
     alpha_fall: float = 0.001
     alpha_impossible: float = 1e-6
     robust_min_epochs: int = 3
+    #: Past this many epochs the robust median is not computed (one decode per epoch).
+    robust_max_epochs: int = 64
 
     def quantile(self, alpha: float, tests: int) -> float:
         """Phi^-1(1 - alpha / tests): a Bonferroni one-sided threshold.
@@ -167,8 +169,10 @@ class Signals:
                 "threshold_rise": self.policy.quantile(self.policy.alpha_rise, k),
                 "threshold_fall": -self.policy.quantile(self.policy.alpha_fall, k),
             }
+        reasons = self.reasons(labels)
         return {
-            "reasons": self.reasons(labels),
+            "summary": "Possible poisoning: " + "; ".join(reasons) + "." if reasons else None,
+            "reasons": reasons,
             "impossible": named(self.impossible),
             "drift": drift,
             "robust": None
@@ -216,7 +220,7 @@ def assess(
         rise = tuple(int(i) for i in np.flatnonzero(z > policy.quantile(policy.alpha_rise, k)))
         fall = tuple(int(i) for i in np.flatnonzero(z < -policy.quantile(policy.alpha_fall, k)))
     robust = None
-    if len(rows) >= policy.robust_min_epochs:
+    if policy.robust_min_epochs <= len(rows) <= policy.robust_max_epochs:
         per = np.array([shares(m, v, int(c)).value for v, c in rows])
         robust = tuple(float(x) for x in np.median(per, axis=0))
     return Signals(
@@ -242,17 +246,20 @@ def estimate_signals(
     total: Sequence[int],
     n: int,
     per_epoch: Sequence[tuple[int, Sequence[int], int]] = (),
+    refused: int = 0,
 ) -> dict[str, Any]:
     """The signals of a metric's window as JSON, plus ``signals_flagged``; nothing fires
     on a suppressed window (too few reports to say anything).
 
     ``per_epoch`` rows are (epoch, tallies, n) in epoch order; without them the
-    window is one epoch (no drift, no robust estimate).
+    window is one epoch (no drift, no robust estimate).  ``refused``: reports the
+    collector refused as implausible in the window (a reason of its own).
     """
     labels = _labels(spec)
     rows = [(v, c) for _, v, c in per_epoch if c > 0] or ([(total, n)] if n > 0 else [])
     if not rows or n < spec.min_reports:
         return {
+            "summary": None,
             "reasons": [],
             "impossible": [],
             "drift": None,
@@ -260,4 +267,8 @@ def estimate_signals(
             "signals_flagged": False,
         }
     signals = assess(spec.build(), rows[-1], rows[:-1])
-    return {**signals.to_json(labels), "signals_flagged": signals.flagged}
+    out = {**signals.to_json(labels), "signals_flagged": signals.flagged}
+    if refused:
+        out["reasons"] = [f"{refused} implausible report(s) refused", *out["reasons"]]
+        out["summary"] = "Possible poisoning: " + "; ".join(out["reasons"]) + "."
+    return out

@@ -111,7 +111,7 @@ async def poisoning(
     z = count_sum_z(spec.build(), list(total), n) if n else None
     flagged = refused > 0 or (z is not None and abs(z) > SUM_Z_FLAG)
     out: dict[str, Any] = {"implausible_reports": refused, "tally_sum_z": z}
-    out.update(estimate_signals(spec, total, n, per_epoch))
+    out.update(estimate_signals(spec, total, n, per_epoch, refused))
     out["flagged"] = flagged or out.pop("signals_flagged")
     return out
 
