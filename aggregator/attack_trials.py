@@ -92,24 +92,28 @@ class Outcome:
         return self.detected / self.trials
 
 
-def run(scenario: Scenario, fraction: float, trials: int, seed: int) -> Outcome:
-    """Flag rate of ``assess`` over ``trials`` latest epochs with ``fraction`` MGA fakes
-    (0 = honest data: the false-alarm rate)."""
+def run(scenario: Scenario, fraction: float, trials: int, seed: int, epochs: int = 1) -> Outcome:
+    """Flag rate of ``assess`` over ``trials`` attacks with ``fraction`` MGA fakes in each of
+    ``epochs`` consecutive epochs, each tested as the latest against all before it
+    (0 = honest data: the false-alarm rate); the shift is the first epoch's."""
     m, gen = scenario.mech, np.random.default_rng(seed)
     fakes = scenario.fakes(fraction)
     kept = scenario.honest - fakes if scenario.tokens else scenario.honest
-    latest = m.simulate_tallies(scenario.values(kept), trials, gen)
+    latest = m.simulate_tallies(scenario.values(kept), trials * epochs, gen)
     earlier_values = scenario.values(scenario.honest * scenario.history)
-    earlier_n = len(earlier_values)
     detected, shift = 0, 0.0
     truth = scenario.shares()[scenario.target]
     for i in range(trials):
-        earlier = m.simulate_tallies(earlier_values, 1, gen)[0]
-        vector = latest[i] + mga_tallies(m, (scenario.target,), fakes, gen)
-        n = kept + fakes
-        signals = assess(m, (vector, n), [(earlier, earlier_n)], scenario.policy)
-        detected += signals.flagged
-        shift += float(shares(m, vector, n).value[scenario.index]) - truth
+        rows = [(m.simulate_tallies(earlier_values, 1, gen)[0], len(earlier_values))]
+        seen = False
+        for j in range(epochs):
+            vector = latest[i * epochs + j] + mga_tallies(m, (scenario.target,), fakes, gen)
+            n = kept + fakes
+            seen = seen or assess(m, (vector, n), rows, scenario.policy).flagged
+            if j == 0:
+                shift += float(shares(m, vector, n).value[scenario.index]) - truth
+            rows.append((vector, n))
+        detected += seen
     return Outcome(trials=trials, detected=detected, mean_shift=shift / trials)
 
 

@@ -54,6 +54,7 @@ def rows(quick: bool) -> list[tuple[object, ...]]:
         at1 = run(plain, 0.01, attack_trials, seed + 1)
         at5 = run(plain, 0.05, attack_trials, seed + 2)
         tok5 = run(tokens, 0.05, attack_trials, seed + 3)
+        two5 = run(plain, 0.05, attack_trials, seed + 4, epochs=2)
         out.append(
             (
                 m.name,
@@ -67,6 +68,7 @@ def rows(quick: bool) -> list[tuple[object, ...]]:
                 _pct(at5.rate),
                 _pct(predicted_detection(plain, 0.05)),
                 _pct(tok5.rate),
+                _pct(two5.rate),
                 f"{_pct(alarms.rate)} ({alarms.detected}/{alarms.trials})",
             )
         )
@@ -87,6 +89,7 @@ def section(quick: bool) -> str:
         "detected at 5%",
         "predicted at 5%",
         "at 5%, tokens",
+        "at 5%, within 2 epochs",
         "false alarms (honest)",
     )
     return table(columns, rows(quick))
