@@ -19,7 +19,7 @@ from scipy import stats
 
 from aggregator.attack_trials import Scenario, predicted_detection, run
 from aggregator.attacks import fraction_to_move, manipulation_bound, mga_tallies
-from aggregator.poisoning import shares
+from aggregator.poisoning import assess, shares
 from aggregator.service import estimate_response
 from aggregator.views import EstimateOptions
 from collector.plausibility import max_set_bits
@@ -174,3 +174,44 @@ def test_the_estimate_flags_an_attacked_epoch_through_redis(redis_server: RedisS
     assert any(r.startswith("v7: rose") for r in flags["reasons"])
     honest_high = max(float(shares(m, t_e, n_e).value[7]) for t_e, n_e in honest.values())
     assert flags["robust"]["values"][7] <= honest_high + 1e-12
+
+
+@pytest.mark.parametrize("name", ["oue", "olh", "hadamard"])
+def test_the_issues_unflagged_attacks_are_flagged(name: str) -> None:
+    """Issue 13: OUE fakes with an honest number of bits and OLH fakes were never
+    flagged.  8% MGA fakes after 10 honest epochs: the target rises by >= 7.9 stderr
+    on average over a 3.5 threshold (missed with probability 5e-6 for Hadamard,
+    < 1e-14 for the others), while the set-bit total of OUE stays honest (|z| < 5,
+    FP 6e-7)."""
+    m = mechanism(name, epsilon=1.0, domain_size=32)
+    scenario, gen = Scenario(m), np.random.default_rng(61)
+    earlier = m.simulate_tallies(scenario.values(10 * HONEST), 1, gen)[0]
+    fakes = scenario.fakes(0.08)
+    latest = m.simulate_tallies(scenario.values(HONEST), 1, gen)[0]
+    latest = latest + mga_tallies(m, (scenario.target,), fakes, gen)
+    signals = assess(m, (latest, HONEST + fakes), [(earlier, 10 * HONEST)])
+    assert signals.flagged and scenario.target in signals.rise
+    assert signals.sum_z is None or abs(signals.sum_z) < 5
+
+
+def test_a_grr_share_above_one_is_flagged_in_one_epoch(redis_server: RedisServer) -> None:
+    """Issue 13: 1,000 GRR fakes on 10,000 honest reports (d = 32, eps = 1) pushed a
+    share to 1.76 unflagged.  One epoch, no history: the share is ~1.7 with a
+    stderr of ~0.03, so its interval lies above 1 by ~20 stderr (the threshold is
+    5.3 for 1e-6 of false alarms)."""
+    redis.Redis.from_url(redis_server.url).flushall()
+    spec = register(
+        redis_server.url,
+        {**SPEC, "name": "poison.grr32", "domain": [f"v{i}" for i in range(32)], "epsilon": 1.0},
+    )
+    m = spec.build()
+    scenario = Scenario(m)
+    t, n = tallies(m, scenario.values(HONEST), seed=71)
+    t = t + mga_tallies(m, (31,), 1000, np.random.default_rng(72))
+    write_tallies(redis_server.url, spec, {EPOCH: (t.tolist(), n + 1000)})
+    body = _estimate(redis_server.url, spec.name)
+    flags = body["poisoning"]
+    assert isinstance(flags, dict) and flags["flagged"] is True
+    assert flags["impossible"] == ["v31"] and flags["drift"] is None
+    assert body["estimate"]["values"][31]["value"] > 1.5  # type: ignore[index]
+    assert str(flags["summary"]).startswith("Possible poisoning: v31: interval")
