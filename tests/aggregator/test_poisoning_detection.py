@@ -179,14 +179,14 @@ def test_the_estimate_flags_an_attacked_epoch_through_redis(redis_server: RedisS
 @pytest.mark.parametrize("name", ["oue", "olh", "hadamard"])
 def test_the_issues_unflagged_attacks_are_flagged(name: str) -> None:
     """Issue 13: OUE fakes with an honest number of bits and OLH fakes were never
-    flagged.  8% MGA fakes after 10 honest epochs: the target rises by >= 7.9 stderr
-    on average over a 3.5 threshold (missed with probability 5e-6 for Hadamard,
+    flagged.  10% MGA fakes after 10 honest epochs: the target rises by >= 10 stderr
+    on average over a 3.5 threshold (missed with probability 4e-11 for Hadamard,
     < 1e-14 for the others), while the set-bit total of OUE stays honest (|z| < 5,
     FP 6e-7)."""
     m = mechanism(name, epsilon=1.0, domain_size=32)
     scenario, gen = Scenario(m), np.random.default_rng(61)
     earlier = m.simulate_tallies(scenario.values(10 * HONEST), 1, gen)[0]
-    fakes = scenario.fakes(0.08)
+    fakes = scenario.fakes(0.10)
     latest = m.simulate_tallies(scenario.values(HONEST), 1, gen)[0]
     latest = latest + mga_tallies(m, (scenario.target,), fakes, gen)
     signals = assess(m, (latest, HONEST + fakes), [(earlier, 10 * HONEST)])
