@@ -61,7 +61,7 @@ import numpy.typing as npt
 
 from aggregator.attacks import gain
 from aggregator.estimate import window_count_variance, window_mean_variance
-from collector.plausibility import SUM_Z_FLAG, count_sum_z
+from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
 from ldp_core.metric import MetricSpec
 
