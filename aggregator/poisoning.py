@@ -27,8 +27,8 @@ metrics):
   responses and are positively correlated, so the sum of variances is an
   upper bound: the test stays conservative.  It assumes a stable population:
   a real, sudden change of one value is flagged too (a signal, not proof).
-- ``robust``: with 3 to 64 epochs, the median of the per-epoch estimates
-  beside the unbiased window estimate.  An attacker who poisons fewer than
+- ``robust``: with 3 to 64 epochs (and at most 2^22 counters to decode), the
+  median of the per-epoch estimates beside the unbiased window estimate.  An attacker who poisons fewer than
   half of the epochs cannot push it beyond the largest honest per-epoch
   estimate, while the unbiased estimate moves by fraction x gain.
 
@@ -81,8 +81,10 @@ class Policy:
     alpha_fall: float = 0.001
     alpha_impossible: float = 1e-6
     robust_min_epochs: int = 3
-    #: Past this many epochs the robust median is not computed (one decode per epoch).
+    #: Past this many epochs, or counters x epochs, the robust median is not computed
+    #: (it decodes every epoch: bounded work per request).
     robust_max_epochs: int = 64
+    robust_max_cells: int = 1 << 22
 
     def quantile(self, alpha: float, tests: int) -> float:
         """Phi^-1(1 - alpha / tests): a Bonferroni one-sided threshold.
@@ -220,7 +222,10 @@ def assess(
         rise = tuple(int(i) for i in np.flatnonzero(z > policy.quantile(policy.alpha_rise, k)))
         fall = tuple(int(i) for i in np.flatnonzero(z < -policy.quantile(policy.alpha_fall, k)))
     robust = None
-    if policy.robust_min_epochs <= len(rows) <= policy.robust_max_epochs:
+    cells = len(rows) * m.num_counters
+    if policy.robust_min_epochs <= len(rows) <= policy.robust_max_epochs and (
+        cells <= policy.robust_max_cells
+    ):
         per = np.array([shares(m, v, int(c)).value for v, c in rows])
         robust = tuple(float(x) for x in np.median(per, axis=0))
     return Signals(
