@@ -28,9 +28,10 @@ metrics):
   upper bound: the test stays conservative.  It assumes a stable population:
   a real, sudden change of one value is flagged too (a signal, not proof).
 - ``robust``: with 3 to 64 epochs (and at most 2^22 counters to decode), the
-  median of the per-epoch estimates beside the unbiased window estimate.  An attacker who poisons fewer than
-  half of the epochs cannot push it beyond the largest honest per-epoch
-  estimate, while the unbiased estimate moves by fraction x gain.
+  median of the per-epoch estimates beside the unbiased window estimate.  An
+  attacker who poisons fewer than half of the epochs cannot push it beyond
+  the largest honest per-epoch estimate, while the unbiased estimate moves by
+  fraction x gain.
 
 The false-alarm rate on honest, stationary data is at most
 a_rise + a_fall + 2 a_impossible + 6e-7 ~ 0.9% per estimate (Bonferroni;
