@@ -106,14 +106,16 @@ def test_detection_at_five_percent_fakes_matches_its_power(m: Mechanism) -> None
     assert outcome.detected >= stats.binom.ppf(FP, trials, power)
 
 
-def test_the_95_percent_goal_is_met_by_every_mechanism_but_hadamard() -> None:
+def test_the_95_percent_goal_is_met_by_every_mechanism_but_the_hadamard_ones() -> None:
     """Predicted power at 5% fakes.  Hadamard's MGA moves the target by 2.16 x 5% =
     10.8 points over a stderr of 2.2 points: 4.9 sd against a 3.5 sd threshold (1% of
     false alarms over 32 values), about 92%; no per-epoch test at that false-alarm
-    rate reaches 95% there (README, "Poisoning")."""
+    rate reaches 95% there (README, "Poisoning").  HCMS, a Hadamard coefficient per
+    report, is in the same place."""
     power = {m.name: predicted_detection(Scenario(m), 0.05) for m in MECHANISMS}
-    assert {name for name, p in power.items() if p < 0.95} == {"hadamard"}
-    assert power["hadamard"] > 0.9
+    assert {name for name, p in power.items() if p < 0.95} <= {"hadamard", "hcms"}
+    assert power["hadamard"] < 0.95
+    assert all(p > 0.9 for p in power.values()), power
 
 
 EPOCH = int(time.time() // 86400)
