@@ -116,13 +116,11 @@ def _section(body: dict[str, Any], extra: str = "") -> str:
     )
     flags = body.get("poisoning") or {}
     if flags.get("flagged"):
-        z = flags.get("tally_sum_z")
-        facts += (
-            '<p class="poisoning">Possible poisoning: '
+        summary = flags.get("summary") or (
             f"{int(flags.get('implausible_reports', 0))} implausible report(s) refused"
-            + (f"; set-bit total {z:+.1f} standard deviations from the honest law" if z else "")
-            + ".</p>"
         )
+        facts += f'<p class="poisoning">Possible poisoning: {escape(str(summary))}</p>'
+
     if body["suppressed"]:
         main = f'<p class="suppressed">Suppressed: {escape(str(body["reason"]))}.</p>'
     else:
