@@ -47,6 +47,7 @@ __all__ = [
     "Kind",
     "Mechanism",
     "Memoisable",
+    "Numeric",
     "Payload",
     "Report",
 ]
@@ -298,6 +299,28 @@ class Bounded(Protocol):
     def hi(self) -> float: ...
 
     def one_probability(self, value: float) -> Fraction: ...
+
+
+@runtime_checkable
+class Numeric(Protocol):
+    """A mean mechanism whose report is one cell standing for an unbiased value of x.
+
+    The mean is ``tallies @ report_values() / n``; ``mean_variance`` estimates its
+    variance from the same tallies; ``value_variance`` is the exact per-report
+    variance for a known true value (tests, benchmarks).
+    """
+
+    @property
+    def lo(self) -> float: ...
+
+    @property
+    def hi(self) -> float: ...
+
+    def report_values(self) -> tuple[float, ...]: ...
+
+    def value_variance(self, value: float) -> float: ...
+
+    def mean_variance(self, tallies: Sequence[int] | npt.NDArray[np.int64], n: int) -> float: ...
 
 
 @runtime_checkable

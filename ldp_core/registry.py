@@ -6,6 +6,8 @@
 'grr'
 >>> mechanism("auto", epsilon=1.0, domain_size=1024).name
 'olh'
+>>> auto_choice(4.0, 2, kind="mean").chosen      # lowest worst-case variance of a mean
+'hybrid'
 >>> names_for("binary")
 ('binary_rr', 'forced_response')
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 from ldp_core.base import Kind, Mechanism, check_domain_size
 from ldp_core.epsilon import check_epsilon
-from ldp_core.mechanisms import binary, grr, hadamard, mean, olh, unary
+from ldp_core.mechanisms import binary, grr, hadamard, hybrid, mean, olh, piecewise, unary
 
 __all__ = [
     "FAMILIES",
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard)
+FAMILIES = (binary, grr, unary, olh, mean, hadamard, piecewise, hybrid)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -84,7 +86,8 @@ def auto_choice(epsilon: float, domain_size: int, kind: Kind = "frequency") -> A
     best = min(variances, key=variances.__getitem__)
     # A report of d bits or more (a unary encoding) gives way to a compact one
     # whose variance is within the tolerance.
-    linear = built[best].report_bits >= built[best].domain_size
+    # Means compare worst-case variances only (``unit_variance``).
+    linear = kind == "frequency" and built[best].report_bits >= built[best].domain_size
     near = [
         name
         for name in variances
@@ -127,7 +130,7 @@ def mechanism(
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
     - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``auto``:
       ``epsilon=``, ``domain_size=``
-    - ``one_bit_mean``: ``epsilon=``, ``lo=``, ``hi=``
+    - ``one_bit_mean``, ``piecewise``, ``hybrid``: ``epsilon=``, ``lo=``, ``hi=``
     """
     params = {
         key: value
