@@ -251,6 +251,11 @@ class HybridMean(Mechanism):
         """Worst-case per-report variance of the mean of z = (x - lo)/(hi - lo)."""
         return self.worst_variance() / 4
 
+    def average_variance(self) -> float:
+        """Mean over z uniform in [0, 1] of the per-report variance of z_hat."""
+        alpha = float(self.alpha)
+        return alpha * self.pm.average_variance() + (1 - alpha) * self.bit.average_variance()
+
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "grid": self.pm.k, "cells": self.num_counters,
                 "alpha": float(self.alpha)}

@@ -322,6 +322,12 @@ class PiecewiseMean(Mechanism):
         """Worst-case per-report variance of the mean of z = (x - lo)/(hi - lo)."""
         return self.worst_variance() / 4
 
+    def average_variance(self) -> float:
+        """Mean over z uniform in [0, 1] of the per-report variance of z_hat."""
+        c0, _, c2 = self.quadratic()
+        # E[t^2] = 1/3 for t uniform on [-1, 1]; rounding adds (2/k)^2 E[f(1-f)] = (2/k)^2/6.
+        return (c0 + c2 / 3 + (2 / self.k) ** 2 / 6) / 4
+
     def grid_cost(self) -> float:
         """Worst-case variance over the continuous PM's, minus 1."""
         return self.worst_variance() / continuous_pm_variance(self.epsilon_actual) - 1
