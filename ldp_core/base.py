@@ -263,6 +263,10 @@ class Mechanism(ABC):
         p, q = self.p_star, self.q_star
         return q * (1 - q) / (p - q) ** 2
 
+    def average_variance(self) -> float:
+        """The variance ``auto`` breaks near ties with (means: over uniform values)."""
+        return self.unit_variance()
+
     def support_counts(self, tallies: Sequence[int] | npt.NDArray[np.int64]) -> list[int]:
         """C(v) for every v in the domain, from the summed tally vector."""
         if len(tallies) != self.num_counters:

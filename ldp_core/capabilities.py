@@ -9,13 +9,18 @@ False
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ldp_core._rng import Rng
 from ldp_core.base import Report
 
-__all__ = ["Bounded", "Hashed", "Memoisable"]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["Bounded", "Hashed", "Memoisable", "Numeric"]
 
 
 @runtime_checkable
@@ -56,3 +61,25 @@ class Memoisable(Protocol):
     def randomize_memoised(
         self, value: object, secret: bytes, context: str, rng: Rng | None = None
     ) -> Report: ...
+
+
+@runtime_checkable
+class Numeric(Protocol):
+    """A mean mechanism whose report is one cell standing for an unbiased value of x.
+
+    The mean is ``tallies @ report_values() / n``; ``mean_variance`` estimates its
+    variance from the same tallies; ``value_variance`` is the exact per-report
+    variance for a known true value (tests, benchmarks).
+    """
+
+    @property
+    def lo(self) -> float: ...
+
+    @property
+    def hi(self) -> float: ...
+
+    def report_values(self) -> tuple[float, ...]: ...
+
+    def value_variance(self, value: float) -> float: ...
+
+    def mean_variance(self, tallies: Sequence[int] | npt.NDArray[np.int64], n: int) -> float: ...

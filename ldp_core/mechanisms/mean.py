@@ -93,6 +93,17 @@ class _Mean(OneBit):
         p, q = (float(x) for x in self.channel)
         return q + (values - self.lo) / (self.hi - self.lo) * (p - q)
 
+    def unit_variance(self) -> float:
+        """Worst-case Var of the mean of z per report: pi (1 - pi)/(p* - q*)^2 at pi = 1/2."""
+        p, q = self.p_star, self.q_star
+        return 0.25 / (p - q) ** 2
+
+    def average_variance(self) -> float:
+        """Mean over z uniform in [0, 1] of the per-report variance of z_hat."""
+        p, q = self.p_star, self.q_star
+        mean_pi2 = q * q + q * (p - q) + (p - q) ** 2 / 3
+        return ((p + q) / 2 - mean_pi2) / (p - q) ** 2
+
     def audit_design(self) -> Design:
         # E = {output = 1} for x = hi, x' = lo: the extremes are binary RR.
         p, q = self.channel
