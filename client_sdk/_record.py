@@ -91,7 +91,9 @@ def record_into(
     catalog = pipeline.catalog
     spec = catalog.get(metric)
     if spec is None:
-        pipeline.refused("unknown_metric")
+        pipeline.refused("unknown_metric", warn=(f"unknown|{metric}", (
+            f"metric {metric}: no spec for it on this device (bundled, cached or fetched):"
+            " not recorded, counted in counters().refused['unknown_metric']")))
         return RecordResult("unknown_metric", metric)
     if catalog.conflicted(metric):
         pipeline.refused("spec_conflict")

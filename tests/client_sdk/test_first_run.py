@@ -120,7 +120,8 @@ def test_held_value_stays_in_memory_then_is_randomised_when_specs_arrive(
         c.close(1)
 
 
-def test_holding_is_bounded_in_count_and_time(tmp_path: Path) -> None:
+def test_holding_is_bounded_in_count_and_time(tmp_path: Path,
+                                              caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
     c = Client(f"http://127.0.0.1:{port}", api_key=KEY, state_dir=tmp_path, delivery=FAST,
                background=False, hold=HoldConfig(max_values=2, max_seconds=0.3))
@@ -132,7 +133,10 @@ def test_holding_is_bounded_in_count_and_time(tmp_path: Path) -> None:
             assert c.flush(5)
             assert srv.accepted == []                       # both expired before the fetch
         assert c.counters().refused == {"unknown_metric": 1, "hold_expired": 2}
-        assert c.record("nope", 1).status == "unknown_metric"   # after a fetch: unknown
+        with caplog.at_level(logging.WARNING, logger="client_sdk"):
+            assert c.record("nope", 1).status == "unknown_metric"   # after a fetch: unknown
+        assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+            "metric browser", "metric nope"]                  # once per metric
     finally:
         c.close(0)
 
