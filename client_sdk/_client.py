@@ -62,11 +62,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
-import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -79,6 +77,7 @@ from client_sdk._device import (
     make_private_dir,
     tighten_files,
 )
+from client_sdk._hold import Holder
 from client_sdk._ledger import SqliteLedger
 from client_sdk._pipeline import Pipeline
 from client_sdk._record import Sampler, build_report, record_into
@@ -93,8 +92,6 @@ from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
 
 __all__ = ["Client"]
-
-log = logging.getLogger("client_sdk")
 
 SECRET_FILE = "device_secret"  # noqa: S105 (a file name)
 SPOOL_FILE = "spool.sqlite3"
@@ -156,11 +153,11 @@ class Client:
         self.url = where.url
         self.state_dir = where.state_dir
         self._strict = strict
-        self._hold = hold or HoldConfig()
-        self._held: deque[tuple[str, object, float, float]] = deque()
-        self._hold_lock = threading.Lock()
-        self._fetched = False
-        self._hold_fetcher: threading.Thread | None = None
+        self._holder = Holder(
+            hold or HoldConfig(), record=self._record_held, count=self._count_refused,
+            fetch=self.refresh_metrics,
+            retry_delay=lambda n: self.config.backoff_delay(n, lambda a, b: b) + 0.1,
+            fetch_timeout=(delivery or DeliveryConfig()).request_timeout)
         self._tally: Counter[str] = Counter()
         self._guard = KeyGuard(transport or UrllibTransport())
         self._caps = caps or PrivacyCaps()
@@ -183,7 +180,7 @@ class Client:
         catalog = Catalog(self._state_dir / METRICS_FILE)
         if metrics is not None:
             catalog.update(metrics)
-        catalog.listeners.append(self._specs_fetched)
+        catalog.listeners.append(self._holder.release)
         store = Store(self._state_dir / SPOOL_FILE, max_reports=self.config.max_reports,
                       max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(where.url, where.api_key, store, catalog, self._guard,
@@ -215,9 +212,22 @@ class Client:
             pipeline.refused("opted_out")
             return RecordResult("opted_out", metric)
         now = self._clock()
-        if pipeline.catalog.get(metric) is None and self._try_hold(metric, value, now):
+        if pipeline.catalog.get(metric) is None and self._holder.hold(
+                metric, value, now, fetch_soon=pipeline.background):
             return RecordResult("held", metric)
         return self._record_now(metric, value, now, strict=self._strict)
+
+    def _record_held(self, metric: str, value: object, now: float) -> None:
+        self._record_now(metric, value, now, strict=False)
+
+    def _count_refused(self, status: str) -> None:
+        if self._pipeline is not None:
+            self._pipeline.refused(status)
+
+    def _drain_held(self, timeout: float) -> None:
+        """flush()/close(): one bounded fetch of the specs if values are held."""
+        if self._holder.waiting and self._pipeline is not None and timeout > 0:
+            self._pipeline.refresh_metrics(min(timeout, self.config.request_timeout))
 
     def _record_now(self, metric: str, value: object, now: float, *, strict: bool
                     ) -> RecordResult:
@@ -229,76 +239,6 @@ class Client:
             budgets=self._budgets, lifetime_budgets=self._lifetime_budgets, now=now,
             rng=self._rng, strict=strict, tally=self._tally,
         )
-
-    # -- values held until the first fetch of the specs ----------------------------------
-
-    def _try_hold(self, metric: str, value: object, now: float) -> bool:
-        """Hold ``value`` in memory if no fetch has succeeded yet; False: record now."""
-        with self._hold_lock:
-            if self._fetched or self._hold.max_values == 0:
-                return False
-            self._expire_locked()
-            if len(self._held) >= self._hold.max_values:
-                return False                      # full: unknown_metric, counted
-            first = not self._held
-            self._held.append((metric, value, now, time.monotonic()))
-        if first:
-            log.info("metric specs not fetched yet: holding values in memory until they"
-                     " arrive (at most %d, %gs)", self._hold.max_values,
-                     self._hold.max_seconds)
-            self._start_hold_fetcher()
-        return True
-
-    def _expire_locked(self) -> None:
-        limit = time.monotonic() - self._hold.max_seconds
-        while self._held and self._held[0][3] < limit:
-            self._held.popleft()
-            self._count_refused("hold_expired")
-
-    def _count_refused(self, status: str) -> None:
-        if self._pipeline is not None:
-            self._pipeline.refused(status)
-
-    def _specs_fetched(self) -> None:
-        """Catalog listener: the collector's specs arrived; record what was held."""
-        with self._hold_lock:
-            self._fetched = True
-            self._expire_locked()
-            held, self._held = list(self._held), deque()
-        for metric, value, now, _ in held:
-            self._record_now(metric, value, now, strict=False)
-
-    def _start_hold_fetcher(self) -> None:
-        """Fetch the specs soon (the sender only refetches every ``metrics_ttl`` once it
-        has a catalog), retrying with backoff while values are held."""
-        pipeline = self._pipeline
-        if pipeline is None or not pipeline.background:
-            return                                # flush() fetches
-        if self._hold_fetcher is not None and self._hold_fetcher.is_alive():
-            return
-
-        def run() -> None:
-            attempt = 0
-            while not self._closed:
-                with self._hold_lock:
-                    if self._fetched or not self._held:
-                        return
-                    self._expire_locked()
-                if pipeline.refresh_metrics(self.config.request_timeout):
-                    return
-                attempt += 1
-                time.sleep(self.config.backoff_delay(attempt, lambda a, b: b) + 0.1)
-
-        self._hold_fetcher = threading.Thread(target=run, name="ldp-telemetry-specs",
-                                              daemon=True)
-        self._hold_fetcher.start()
-
-    def _drain_held(self, timeout: float) -> None:
-        """flush()/close(): one bounded fetch of the specs if values are held."""
-        with self._hold_lock:
-            waiting = bool(self._held) and not self._fetched
-        if waiting and self._pipeline is not None and timeout > 0:
-            self._pipeline.refresh_metrics(min(timeout, self.config.request_timeout))
 
     # -- delivery ----------------------------------------------------------------------
 
@@ -329,11 +269,7 @@ class Client:
         if not self._closed:
             deadline = time.monotonic() + max(timeout, 0.0)
             self._drain_held(timeout)
-            with self._hold_lock:
-                lost, self._held = len(self._held), deque()
-                self._fetched = True
-            for _ in range(lost):
-                self._count_refused("hold_dropped")
+            self._holder.drop()
             timeout = max(0.0, deadline - time.monotonic())
         self._closed = True
         return self._pipeline.close(timeout) and not self._guard.rejected
@@ -358,8 +294,7 @@ class Client:
     def counters(self) -> Counters:
         if self._pipeline is None:
             return Counters()
-        with self._hold_lock:
-            held = len(self._held)
+        held = len(self._holder)
         errors = {"invalid_key": self._guard.rejections} if self._guard.rejections else {}
         return dataclasses.replace(self._pipeline.counters(), clamped=self._tally["clamped"],
                                    held=held, config_errors=errors)
