@@ -319,6 +319,7 @@ class Client:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o600)
         os.close(fd)
         self._device = None
+        self._holder.drop("opt_out")                   # held values: forgotten at once
         self._pipeline.stop()
         self._pipeline.purge("opt_out")
         delete_secret(self._state_dir / SECRET_FILE)

@@ -91,13 +91,14 @@ class Holder:
         for metric, value, now, _ in held:
             self._record(metric, value, now)
 
-    def drop(self) -> None:
-        """Forget what is held (close): counted as ``hold_dropped``; hold nothing more."""
+    def drop(self, reason: str = "hold_dropped") -> None:
+        """Forget what is held (close, opt-out), each counted as ``reason``; hold nothing
+        from now on."""
         with self._lock:
             self._released = self._stopped = True
             lost, self._held = len(self._held), deque()
         for _ in range(lost):
-            self._count("hold_dropped")
+            self._count(reason)
 
     def _expire_locked(self) -> None:
         limit = time.monotonic() - self.config.max_seconds

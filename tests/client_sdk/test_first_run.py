@@ -120,6 +120,24 @@ def test_held_value_stays_in_memory_then_is_randomised_when_specs_arrive(
         c.close(1)
 
 
+def test_metric_missing_from_the_bundle_is_fetched_soon_not_after_metrics_ttl(
+        tmp_path: Path) -> None:
+    """With a bundled catalog the sender refetches only every metrics_ttl (1 h); a held
+    value asks for a fetch at once, and is queued without any flush."""
+    extra = {"name": "extra", "kind": "boolean", "epsilon": 1.0}
+    with ScriptedCollector([*specs(), extra]) as srv:
+        c = Client(srv.url, api_key=KEY, state_dir=tmp_path, metrics=specs(), delivery=FAST)
+        try:
+            assert c.record("extra", True).status == "held"
+            deadline = time.monotonic() + 10
+            while c.counters().queued == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert (c.counters().queued, c.counters().held) == (1, 0)
+            assert c.flush(5) and len(srv.accepted) == 1
+        finally:
+            c.close(1)
+
+
 def test_holding_is_bounded_in_count_and_time(tmp_path: Path,
                                               caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
@@ -148,6 +166,24 @@ def test_values_still_held_at_close_are_forgotten_and_counted(tmp_path: Path) ->
     assert c.close(0.2)
     assert c.counters().refused == {"hold_dropped": 1}
     assert spool_rows(tmp_path) == []
+
+
+def test_opt_out_forgets_held_values_at_once(tmp_path: Path) -> None:
+    port = free_port()
+    c = Client(f"http://127.0.0.1:{port}", api_key=KEY, state_dir=tmp_path, delivery=FAST,
+               background=False)
+    try:
+        assert c.record("browser", BROWSERS[0]).status == "held"
+        c.opt_out()
+        assert c.counters().held == 0
+        c.opt_in()
+        with ScriptedCollector(specs(), port=port) as srv:
+            assert c.refresh_metrics(5)
+            assert c.flush(5)
+            assert srv.accepted == []
+        assert c.privacy_report().units == ()
+    finally:
+        c.close(0)
 
 
 # -- 2. record never raises for data ----------------------------------------------------------
