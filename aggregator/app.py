@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from starlette.middleware.cors import CORSMiddleware
 
 from aggregator.auth import analyst_ring
@@ -24,6 +24,7 @@ from aggregator.openapi_doc import install_openapi
 from aggregator.routers import dashboard, estimates, health, metrics
 from aggregator.settings import Settings
 from collector.store import Store
+from ldp_server.headers import PAGE_HEADERS, install_security_headers
 from ldp_server.problems import install_handlers
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
@@ -32,17 +33,7 @@ __all__ = ["SECURITY_HEADERS", "create_app"]
 
 log = logging.getLogger("aggregator")
 
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; "
-        "form-action 'self'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
-}
+SECURITY_HEADERS = PAGE_HEADERS
 
 _QUERY = re.compile(r"\?[^ \"]*")
 
@@ -110,14 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     install_store_handlers(app, on_redis_error, on_unexpected)
 
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+    install_security_headers(app, SECURITY_HEADERS)
 
     for module in (health, metrics, estimates, dashboard):
         app.include_router(module.router)

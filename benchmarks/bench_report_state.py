@@ -60,7 +60,7 @@ def measure(client: redis.Redis, n: int, epoch: int = 20000) -> dict[str, Any]:
             tag = f"ldp:{{m:bench:1:{epoch}:{i % SHARDS}}}"
             pipe.evalsha(sha, 3, f"{tag}:t", f"{tag}:d", "ldp:{x:bench:1}:slots",
                          expire_at, BATCH, os.urandom(8 * BATCH), counters, merged,
-                         f"{epoch}:{i % SHARDS}")
+                         expire_at, f"{epoch}:{i % SHARDS}")
         for reply in pipe.execute():
             refused += BATCH - reply.count(b"0")
         done = min(calls, done + PIPELINE)

@@ -18,9 +18,12 @@ would hold the key of its own digests; in prod it must come from the operator).
 Environment variables: ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES``
 (host:port,...), ``LDP_ADMIN_KEYS``, ``LDP_INGEST_KEYS``, ``LDP_ANALYST_KEYS``
 (comma-separated), ``LDP_DATA_DIR``, ``LDP_ENV``; tuning: ``LDP_SHARDS``,
-``LDP_RETENTION_DAYS``, ``LDP_CLOCK_SKEW_EPOCHS``, ``LDP_RATE_LIMIT_PER_SECOND``
-(requests per key; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
-``LDP_MAX_INFLATED_BYTES``, ``LDP_SERVER_SECRET`` (hex, >= 16 bytes; required in
+``LDP_RETENTION_DAYS`` (reports older are refused), ``LDP_TALLY_RETENTION_DAYS``
+(counters expire that long after their epoch; 400), ``LDP_CLOCK_SKEW_EPOCHS``,
+``LDP_RATE_LIMIT_PER_SECOND`` (requests per client address, shared by every
+worker through Redis; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
+``LDP_MAX_INFLATED_BYTES``, ``LDP_MAX_METRICS`` (1000) and ``LDP_MAX_CATALOG_BYTES``
+(8 MiB; the catalog every device fetches), ``LDP_SERVER_SECRET`` (hex, >= 16 bytes; required in
 prod, else one is created and kept in Redis), ``LDP_LOG_LEVEL``,
 ``LDP_TOKEN_KEY_FILE`` (PEM, PKCS#8 RSA >= 2048 bits: the report-token
 issuer key, ``collector.tokens``; required in prod, else one is created and
@@ -57,12 +60,15 @@ class Settings(ServerSettings):
     analyst_keys: SecretStr = SecretStr("")
     shards: int = Field(default=4, ge=1, le=256)
     retention_days: int = Field(default=31, ge=1, le=3660)
+    tally_retention_days: int = Field(default=400, ge=1, le=3660)
     clock_skew_epochs: int = Field(default=1, ge=0, le=24)
     rate_limit_per_second: float = Field(default=1000.0, ge=0)
     rate_limit_burst: int = Field(default=2000, ge=1)
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     max_inflated_bytes: int = Field(default=4 << 20, ge=1024)
     max_spec_bytes: int = Field(default=16 << 20, ge=1024)
+    max_metrics: int = Field(default=1000, ge=1)
+    max_catalog_bytes: int = Field(default=8 << 20, ge=1024)
     server_secret: SecretStr | None = None
     log_level: str = "INFO"
     token_key_file: str | None = None

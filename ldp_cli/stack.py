@@ -9,6 +9,7 @@ stopped by its own pid in reverse order: aggregator, collector, then Redis
 from __future__ import annotations
 
 import os
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,10 @@ class Stack:
     redis_url: str
     redis: RedisServer | None
     services: list[Service] = field(default_factory=list)
+    #: What each service was started with, to start it again (supervision).
+    env: dict[str, str] = field(default_factory=dict)
+    #: Consecutive failed health probes per child ("redis", "collector", ...).
+    misses: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -55,7 +60,7 @@ class Stack:
         """
         redis = None
         if not redis_url and not cluster_nodes:
-            redis = RedisServer.start(data_dir / "redis", bound=True)
+            redis = RedisServer.start(data_dir / "redis", bound=True, guarded=True)
             redis_url = redis.url
         stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
         try:
@@ -71,6 +76,7 @@ class Stack:
                 "LDP_ANALYST_KEYS": keys.analyst,
                 "LDP_DATA_DIR": str(data_dir),
             }
+            stack.env = env
             for name, port in (("collector", collector_port), ("aggregator", aggregator_port)):
                 stack.services.append(stack._spawn(name, host, port or free_port(), env))
             for service in stack.services:
@@ -102,9 +108,52 @@ class Stack:
         """Services that exited on their own."""
         return [s for s in self.services if not s.alive()]
 
+    def supervise(self, probe: bool, *, patience: int = 3) -> list[tuple[str, str]]:
+        """Restart every child that died, or (``probe``) failed ``patience`` health
+        checks in a row (a hung process: its port open, no answer in 2 s); Redis
+        first, on its own port and folder.  Returns (child, reason) per restart."""
+        restarted: list[tuple[str, str]] = []
+        if self.redis is not None:
+            reason = self._verdict("redis", self.redis.process.poll(),
+                                   self.redis.ping() if probe else None, patience)
+            if reason:
+                self.redis.kill()
+                self.redis.restart()
+                restarted.append(("redis", reason))
+        for i, service in enumerate(self.services):
+            healthy = _healthy(service.url) if probe else None
+            reason = self._verdict(service.name, service.process.poll(), healthy, patience)
+            if reason:
+                service.kill()
+                self.services[i] = self._spawn(service.name, service.host, service.port, self.env)
+                self.services[i].wait_ready(timeout=60.0)
+                restarted.append((service.name, reason))
+        return restarted
+
+    def _verdict(self, name: str, code: int | None, healthy: bool | None, patience: int) -> str:
+        if code is not None:
+            self.misses[name] = 0
+            return f"exited with {code}"
+        if healthy is None:
+            return ""
+        self.misses[name] = 0 if healthy else self.misses.get(name, 0) + 1
+        if self.misses[name] >= patience:
+            self.misses[name] = 0
+            return f"no answer to {patience} health checks"
+        return ""
+
     def stop(self) -> None:
         """Aggregator, collector, then Redis; each by its own pid."""
         for service in reversed(self.services):
             service.stop()
         if self.redis is not None:
             self.redis.stop()
+
+
+def _healthy(url: str) -> bool:
+    """GET /healthz answers 200 within 2 s."""
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2.0) as answer:  # noqa: S310
+            return bool(answer.status == 200)
+    except (OSError, ValueError):
+        return False

@@ -7,10 +7,12 @@ once; later runs print where they are kept.  Data persists in DIR/redis.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
@@ -71,14 +73,24 @@ def banner(stack: Stack, keys: Keys, created: bool, data_dir: Path, out: TextIO)
         print(f"  admin    {keys.admin}", file=out)
         print(f"  ingest   {keys.ingest}", file=out)
         print(f"  analyst  {keys.analyst}", file=out)
-        print(f"dashboard sign-in link: {stack.aggregator_url}/?key={keys.analyst}", file=out)
+        print(f"dashboard:  sign in at {stack.aggregator_url}/ with the analyst key", file=out)
     else:
         print(f"keys:       in {data_dir / 'keys.json'} (shown on the first run only)", file=out)
     out.flush()
 
 
-def wait_for_signal(stack: Stack, out: TextIO) -> int:
-    """Block until SIGINT/SIGTERM (0) or a service dies on its own (1)."""
+#: A child restarted this many times within RESTART_WINDOW seconds is given up on.
+MAX_RESTARTS, RESTART_WINDOW = 5, 60.0
+
+
+def wait_for_signal(stack: Stack, out: TextIO, *, probe_every: float = 2.0) -> int:
+    """Supervise until SIGINT/SIGTERM (0), or a child that keeps dying (1).
+
+    Every 0.5 s a child that exited is started again; every ``probe_every`` s each
+    is asked for its health (Redis: PING; the services: GET /healthz in 2 s) and
+    one that fails three checks in a row is killed and started again.  Each
+    restart is one JSON line on ``out``.
+    """
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -86,20 +98,35 @@ def wait_for_signal(stack: Stack, out: TextIO) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    history: list[float] = []
+    next_probe = time.monotonic() + probe_every
     try:
         while not stop.wait(0.5):
-            dead = stack.dead()
-            if dead:
-                for service in dead:
-                    print(
-                        f"{service.name} exited ({service.process.returncode}):\n{service.tail()}",
-                        file=out,
-                    )
+            now = time.monotonic()
+            probe = now >= next_probe
+            if probe:
+                next_probe = now + probe_every
+            try:
+                restarts = stack.supervise(probe)
+            except (StackError, RuntimeError, OSError) as exc:
+                _event(out, "restart_failed", error=str(exc).splitlines()[0])
+                return 1
+            for child, reason in restarts:
+                _event(out, "restarted", child=child, reason=reason)
+                history.append(now)
+            history[:] = [t for t in history if now - t < RESTART_WINDOW]
+            if len(history) > MAX_RESTARTS:
+                _event(out, "giving_up", restarts=len(history), seconds=RESTART_WINDOW)
                 return 1
         return 0
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _event(out: TextIO, event: str, **fields: object) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(json.dumps({"ts": stamp, "event": event, **fields}), file=out, flush=True)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -38,8 +38,9 @@ class StoreBase:
     ``shards`` spreads each (metric, version, epoch) over that many slots;
     ``retention_seconds`` is how long after an epoch ends its implausible-report
     flags are kept; ``acceptance_seconds`` how long after it ends it accepts
-    reports: its per-report state expires then (plus a margin); ``secret``
-    keys the digests (else one is created once and kept in Redis).
+    reports: its per-report state expires then (plus a margin);
+    ``tally_retention_seconds`` how long its counters are (at least as long);
+    ``secret`` keys the digests (else one is created once and kept in Redis).
     """
 
     def __init__(
@@ -49,6 +50,7 @@ class StoreBase:
         shards: int = 4,
         retention_seconds: int = 31 * 86400,
         acceptance_seconds: int = 4 * 86400,
+        tally_retention_seconds: int = 400 * 86400,
         secret: bytes | None = None,
     ) -> None:
         if shards < 1:
@@ -57,6 +59,7 @@ class StoreBase:
         self.shards = shards
         self.retention_seconds = retention_seconds
         self.acceptance_seconds = acceptance_seconds
+        self.tally_retention_seconds = max(tally_retention_seconds, retention_seconds)
         self._secret = None if secret is None else mac_key(secret)
         self._specs: dict[tuple[str, int], MetricSpec] = {}
         # EVALSHA, loaded again by redis-py on NOSCRIPT.

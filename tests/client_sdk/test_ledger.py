@@ -58,12 +58,12 @@ RACES = {
 }
 
 
-def _collect(results: Any, n: int, refused: list[int] | None = None) -> Counter[str]:
-    """The statuses of the n racers; ``refused`` gets the numbers of those not queued."""
+def _collect(results: Any, n: int, losers: list[int] | None = None) -> Counter[str]:
+    """Statuses of n children; the indices of those refused are appended to ``losers``."""
     got = [results.get(timeout=120) for _ in range(n)]
     assert sorted(i for i, _ in got) == list(range(n))
-    if refused is not None:
-        refused.extend(sorted(i for i, status in got if status != "queued"))
+    if losers is not None:
+        losers.extend(i for i, status in got if status != "queued")
     return Counter(status for _, status in got)
 
 
@@ -107,8 +107,8 @@ def test_forked_children_spend_a_unit_once(tmp_path: Path, race: str) -> None:
             child.join(60)
             assert child.exitcode == 0
         assert statuses == {"queued": 1, refusal: len(values) - 1}
-        # The parent too, with a value no racer got through (the winner's value would be
-        # its permanent response again, memoised: no new charge, rightly queued).
+        # The parent too, with a value that lost (the winner's value is memoised:
+        # reporting it again costs no lifetime budget).
         assert client.record(metric, values[losers[0]]).status == refusal
         assert len(spool_rows(tmp_path)) == 1
     finally:

@@ -145,7 +145,9 @@ async def test_versions_and_epochs_do_not_mix(store: Store) -> None:
     assert await store.read_tallies(v2, [epoch - 3]) == {}
 
 
-async def test_per_report_state_expires_with_the_acceptance_window(store: Store) -> None:
+async def test_per_report_state_and_tallies_expire_after_their_windows(store: Store) -> None:
+    """Every key a report writes has a TTL: the per-report state at the end of the
+    acceptance window, the counters after their retention (LDP_TALLY_RETENTION_DAYS)."""
     spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
     epoch = today()
     await store.ingest([valid(spec, epoch, 1)])
@@ -154,9 +156,10 @@ async def test_per_report_state_expires_with_the_acceptance_window(store: Store)
         assert len(dedupe) == 1
         expire_at = client.expiretime(dedupe[0])
         tallies = [k for k in client.scan_iter(match="ldp:{m:browser:1:*}:t")]
-        assert client.ttl(tallies[0]) == -1  # tallies are kept
+        tally_expire_at = client.expiretime(tallies[0])
     assert expire_at == (epoch + 1) * 86400 + store.acceptance_seconds + STATE_MARGIN_SECONDS
     assert store.acceptance_seconds < store.retention_seconds
+    assert tally_expire_at == (epoch + 1) * 86400 + store.tally_retention_seconds
 
 
 async def test_thousands_of_tokens_in_one_slot_count_once_each(redis_url: str) -> None:
