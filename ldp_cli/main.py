@@ -1,6 +1,7 @@
 """The ``ldp`` command: one entry point for the whole system.
 
     ldp up        [--host --collector-port --aggregator-port --data]
+    ldp status    [--data]        (exit 0 only when a supervised stack is running)
     ldp demo      [--devices 20000] [--data DIR] [--keep]
     ldp metric    create NAME --kind K --epsilon E ... | create --spec FILE | list
     ldp estimate  NAME [--start --end --confidence --consistent --json]
@@ -30,6 +31,12 @@ def _up(args: argparse.Namespace) -> int:
     from ldp_cli.up import cmd_up
 
     return cmd_up(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ldp_cli.status import cmd_status
+
+    return cmd_status(args)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -76,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", help="data folder (default $LDP_DATA_DIR or ~/.local/share/ldp-telemetry)"
     )
     up.set_defaults(handler=_up)
+
+    status = sub.add_parser("status", help="whether ldp up runs on a data folder")
+    status.add_argument("--data", help="data folder (default as for ldp up)")
+    status.set_defaults(handler=_status)
 
     demo = sub.add_parser("demo", help="survey, audit, then a simulated fleet end to end")
     demo.add_argument("--devices", type=int, default=20_000, help="default 20000")

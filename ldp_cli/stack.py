@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ldp_cli.keys import Keys
+from ldp_cli.lock import DataLock
+from ldp_server import processes
 from ldp_server.redis_server import RedisServer, free_port
 from ldp_server.service import ServiceError, UvicornService, spawn_uvicorn
 
@@ -34,6 +36,9 @@ class Stack:
     redis_url: str
     redis: RedisServer | None
     services: list[Service] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    lock: DataLock | None = None
 
     @classmethod
     def start(
@@ -57,7 +62,7 @@ class Stack:
         if not redis_url and not cluster_nodes:
             redis = RedisServer.start(data_dir / "redis", bound=True)
             redis_url = redis.url
-        stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
+        stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis, host=host)
         try:
             target = (
                 {"LDP_REDIS_CLUSTER_NODES": cluster_nodes, "LDP_REDIS_URL": ""}
@@ -71,6 +76,7 @@ class Stack:
                 "LDP_ANALYST_KEYS": keys.analyst,
                 "LDP_DATA_DIR": str(data_dir),
             }
+            stack.env = env
             for name, port in (("collector", collector_port), ("aggregator", aggregator_port)):
                 stack.services.append(stack._spawn(name, host, port or free_port(), env))
             for service in stack.services:
@@ -86,6 +92,27 @@ class Stack:
             log_path=self.data_dir / "logs" / f"{name}.log", name=name, host=host, port=port,
             bound=True,  # the CLI has no other thread yet
         )
+
+    def restart(self, name: str, timeout: float = 30.0) -> Service:
+        """Kill the service ``name`` (SIGKILL, reaped) and start it again on its port."""
+        index = next(i for i, s in enumerate(self.services) if s.name == name)
+        old = self.services[index]
+        old.kill()
+        new = self._spawn(name, old.host, old.port, self.env)
+        self.services[index] = new
+        new.wait_ready(timeout=timeout)
+        return new
+
+    def restart_redis(self, timeout: float = 15.0) -> None:
+        """Kill the embedded Redis (reaped: no zombie) and start it again on its port
+        and folder; it replays its append-only file.  Done when every service's
+        /readyz answers again (the collector then takes reports at once)."""
+        assert self.redis is not None
+        self.redis.kill()
+        self.redis.restart()
+        for service in self.services:
+            if not processes.wait_http_ok(service.url + "/readyz", service.process, timeout):
+                raise StackError(f"{service.name} not ready after the Redis restart")
 
     def url(self, name: str) -> str:
         return next(s.url for s in self.services if s.name == name)
@@ -103,8 +130,10 @@ class Stack:
         return [s for s in self.services if not s.alive()]
 
     def stop(self) -> None:
-        """Aggregator, collector, then Redis; each by its own pid."""
+        """Aggregator, collector, then Redis; each by its own pid; then the folder's lock."""
         for service in reversed(self.services):
             service.stop()
         if self.redis is not None:
             self.redis.stop()
+        if self.lock is not None:
+            self.lock.release()

@@ -22,7 +22,9 @@ from ldp_cli.keys import (
     load_or_create_keys,
     save_endpoints,
 )
+from ldp_cli.lock import DataLock
 from ldp_cli.stack import Stack, StackError
+from ldp_cli.supervise import Supervisor
 
 __all__ = ["add_arguments", "banner", "cmd_up", "start_stack", "wait_for_signal"]
 
@@ -44,18 +46,31 @@ def add_arguments(p: argparse.ArgumentParser, *, default_ports: tuple[int, int])
 
 
 def start_stack(args: argparse.Namespace, data_dir: Path) -> tuple[Stack, Keys, bool]:
-    """Keys (made on first run) and the three services; env LDP_REDIS_URL skips Redis."""
-    keys, created = load_or_create_keys(data_dir)
-    stack = Stack.start(
-        data_dir,
-        keys,
-        host=args.host,
-        collector_port=args.collector_port,
-        aggregator_port=args.aggregator_port,
-        redis_url=os.environ.get("LDP_REDIS_URL") or None,
-        cluster_nodes=os.environ.get("LDP_REDIS_CLUSTER_NODES") or None,
-    )
-    save_endpoints(data_dir, {"collector": stack.collector_url, "aggregator": stack.aggregator_url})
+    """The folder's lock, keys (made on first run) and the three services.
+
+    Env LDP_REDIS_URL skips the embedded Redis.  A folder held by another
+    ``ldp up`` raises ``FolderBusy`` (naming its pid and URLs) before anything
+    starts or is written.
+    """
+    lock = DataLock.acquire(data_dir)
+    try:
+        keys, created = load_or_create_keys(data_dir)
+        stack = Stack.start(
+            data_dir,
+            keys,
+            host=args.host,
+            collector_port=args.collector_port,
+            aggregator_port=args.aggregator_port,
+            redis_url=os.environ.get("LDP_REDIS_URL") or None,
+            cluster_nodes=os.environ.get("LDP_REDIS_CLUSTER_NODES") or None,
+        )
+    except BaseException:
+        lock.release()
+        raise
+    stack.lock = lock
+    urls = {"collector": stack.collector_url, "aggregator": stack.aggregator_url}
+    lock.publish(urls)
+    save_endpoints(data_dir, urls)
     return stack, keys, created
 
 
@@ -78,7 +93,10 @@ def banner(stack: Stack, keys: Keys, created: bool, data_dir: Path, out: TextIO)
 
 
 def wait_for_signal(stack: Stack, out: TextIO) -> int:
-    """Block until SIGINT/SIGTERM (0) or a service dies on its own (1)."""
+    """Supervise the children (``ldp_cli.supervise``) until SIGINT/SIGTERM; then 0.
+
+    A dead or hung child is restarted and each restart is a JSON line on ``out``.
+    """
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -86,18 +104,12 @@ def wait_for_signal(stack: Stack, out: TextIO) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    supervisor = Supervisor(stack, out)
     try:
-        while not stop.wait(0.5):
-            dead = stack.dead()
-            if dead:
-                for service in dead:
-                    print(
-                        f"{service.name} exited ({service.process.returncode}):\n{service.tail()}",
-                        file=out,
-                    )
-                return 1
+        supervisor.run(stop)
         return 0
     finally:
+        supervisor.clear()
         for s, h in previous.items():
             signal.signal(s, h)
 
