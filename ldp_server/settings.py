@@ -17,15 +17,18 @@ variables, never their values.
 >>> try:
 ...     load(Demo, env="prod")
 ... except SettingsError as exc:
-...     for part in str(exc).split("; "):
+...     for part in str(exc).split(": ", 2)[2].split("; "):
 ...         print(part)
-Demo refused: LDP_ENV=prod refuses unsafe settings: an analyst key is shorter than 24 characters
+an analyst key in LDP_ANALYST_KEYS is shorter than 24 characters
 no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES
 """
 
 from __future__ import annotations
 
+import string
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,6 +41,9 @@ __all__ = [
     "Role",
     "ServerSettings",
     "SettingsError",
+    "check_cluster_nodes",
+    "check_redis_url",
+    "key_list_problems",
     "load",
     "load_or_exit",
     "split_keys",
@@ -53,6 +59,78 @@ _S = TypeVar("_S", bound="ServerSettings")
 def split_keys(raw: str) -> tuple[str, ...]:
     """'a, b,,c' -> ('a', 'b', 'c')."""
     return tuple(k.strip() for k in raw.split(",") if k.strip())
+
+
+_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "-._~+/=")
+_VARIABLE: dict[str, str] = {
+    "admin": "LDP_ADMIN_KEYS", "ingest": "LDP_INGEST_KEYS", "analyst": "LDP_ANALYST_KEYS",
+}
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse a Redis URL that is not redis://, rediss:// or unix:// (value never echoed).
+
+    >>> check_redis_url("redis://:pw@10.0.0.5:6380/2")
+    >>> check_redis_url("http://:hunter2@h/0")
+    Traceback (most recent call last):
+    ValueError: LDP_REDIS_URL must be redis://[:password@]host[:port][/db], rediss://... or unix://...
+    """
+    bad = ValueError("LDP_REDIS_URL must be redis://[:password@]host[:port][/db], "
+                     "rediss://... or unix://...")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is no number
+        del port
+    except ValueError:
+        raise bad from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise bad
+    if parts.scheme == "unix" and not parts.path.startswith("/"):
+        raise bad
+    if parts.scheme != "unix":
+        if not parts.hostname:
+            raise bad
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise bad
+
+
+def check_cluster_nodes(raw: str) -> None:
+    """Refuse LDP_REDIS_CLUSTER_NODES unless every item is host:port.
+
+    >>> check_cluster_nodes("10.0.0.1:7000,:7001")
+    >>> check_cluster_nodes("10.0.0.1")
+    Traceback (most recent call last):
+    ValueError: LDP_REDIS_CLUSTER_NODES must be host:port,host:port,...
+    """
+    for item in split_keys(raw):
+        _, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("LDP_REDIS_CLUSTER_NODES must be host:port,host:port,...")
+
+
+def key_list_problems(keys: Mapping[Role, tuple[str, ...]]) -> list[str]:
+    """A key with a character a bearer token cannot carry, or one key in two roles.
+
+    Refused in every mode; the messages name the variables, never a key.
+
+    >>> for line in key_list_problems({"admin": ("a" * 24,), "ingest": ("a" * 24, "b c")}):
+    ...     print(line)
+    one key is listed in two roles: LDP_ADMIN_KEYS and LDP_INGEST_KEYS
+    a key in LDP_INGEST_KEYS holds a character outside A-Z a-z 0-9 - . _ ~ + / =
+    """
+    problems: list[str] = []
+    seen: dict[str, Role] = {}
+    for role, listed in keys.items():
+        for key in listed:
+            if not set(key) <= _KEY_CHARS:
+                problems.append(f"a key in {_VARIABLE[role]} holds a character outside "
+                                "A-Z a-z 0-9 - . _ ~ + / =")
+            other = seen.setdefault(key, role)
+            if other != role:
+                problems.append(f"one key is listed in two roles: {_VARIABLE[other]} "
+                                f"and {_VARIABLE[role]}")
+    return problems
 
 
 class SettingsError(ValueError):
@@ -77,19 +155,29 @@ class ServerSettings(BaseSettings):
     def _refuse_unsafe(self) -> ServerSettings:
         if self.redis_url and self.redis_cluster_nodes:
             raise ValueError("set LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES, not both")
+        if self.redis_url:
+            check_redis_url(self.redis_url)
+        if self.redis_cluster_nodes:
+            check_cluster_nodes(self.redis_cluster_nodes)
         self.check()
+        refused = key_list_problems(self.all_keys_by_role())
         if self.env != "prod":
+            if refused:
+                raise ValueError("; ".join(refused))
             return self
         problems = self.unsafe()
         for role, keys in self.keys_by_role().items():
             if any(len(k) < MIN_KEY_LENGTH for k in keys):
-                problems.append(f"an {role} key is shorter than {MIN_KEY_LENGTH} characters")
+                problems.append(f"an {role} key in {_VARIABLE[role]} is shorter than "
+                                f"{MIN_KEY_LENGTH} characters")
         if not (self.redis_url or self.redis_cluster_nodes):
             problems.append("no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES")
         if "*" in self.cors_origin_list():
             problems.append("LDP_CORS_ORIGINS is '*'")
         if problems:
-            raise ValueError("LDP_ENV=prod refuses unsafe settings: " + "; ".join(problems))
+            refused.append("LDP_ENV=prod refuses unsafe settings: " + "; ".join(problems))
+        if refused:
+            raise ValueError("; ".join(refused))
         return self
 
     # -- hooks of a service -------------------------------------------------------------
@@ -104,6 +192,11 @@ class ServerSettings(BaseSettings):
     def keys_by_role(self) -> dict[Role, tuple[str, ...]]:
         """The clear keys of each role (hashed at once by ``ldp_server.keys.KeyRing``)."""
         return {}
+
+    def all_keys_by_role(self) -> dict[Role, tuple[str, ...]]:
+        """Every key the environment names, for the one-key-two-roles check (default:
+        ``keys_by_role``; a service may add keys it does not serve but can see)."""
+        return self.keys_by_role()
 
     # -- shared ---------------------------------------------------------------------------
 
