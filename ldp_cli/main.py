@@ -2,6 +2,7 @@
 
     ldp up        [--host --collector-port --aggregator-port --data]
     ldp status    [--data]        (exit 0 only when a supervised stack is running)
+    ldp serve     collector|aggregator [--host --port --workers]  (production entry point)
     ldp demo      [--devices 20000] [--data DIR] [--keep]
     ldp metric    create NAME --kind K --epsilon E ... | create --spec FILE | list
     ldp estimate  NAME [--start --end --confidence --consistent --json]
@@ -37,6 +38,12 @@ def _status(args: argparse.Namespace) -> int:
     from ldp_cli.status import cmd_status
 
     return cmd_status(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ldp_cli.serve import cmd_serve
+
+    return cmd_serve(args)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -87,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="whether ldp up runs on a data folder")
     status.add_argument("--data", help="data folder (default as for ldp up)")
     status.set_defaults(handler=_status)
+
+    serve = sub.add_parser("serve", help="run one service for production (workers, JSON logs)")
+    from ldp_cli.serve import add_arguments as add_serve_arguments
+
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="survey, audit, then a simulated fleet end to end")
     demo.add_argument("--devices", type=int, default=20_000, help="default 20000")

@@ -8,10 +8,12 @@ stopped by its own pid in reverse order: aggregator, collector, then Redis
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector.logs import uvicorn_log_config
 from ldp_cli.keys import Keys
 from ldp_cli.lock import DataLock
 from ldp_server import processes
@@ -87,10 +89,15 @@ class Stack:
         return stack
 
     def _spawn(self, name: str, host: str, port: int, env: dict[str, str]) -> Service:
+        log_config = self.data_dir / "logs" / "logging.json"
+        if not log_config.exists():
+            log_config.parent.mkdir(parents=True, exist_ok=True)
+            log_config.write_text(json.dumps(uvicorn_log_config("warning")))
         return spawn_uvicorn(
             f"{name}.app:create_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
             log_path=self.data_dir / "logs" / f"{name}.log", name=name, host=host, port=port,
             bound=True,  # the CLI has no other thread yet
+            log_config=log_config,  # every line JSON, uvicorn's included
         )
 
     def restart(self, name: str, timeout: float = 30.0) -> Service:

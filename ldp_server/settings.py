@@ -19,7 +19,7 @@ variables, never their values.
 ... except SettingsError as exc:
 ...     for part in str(exc).split(": ", 2)[2].split("; "):
 ...         print(part)
-an analyst key in LDP_ANALYST_KEYS is shorter than 24 characters
+an analyst key is shorter than 24 characters (LDP_ANALYST_KEYS)
 no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ldp_server.redis_client import RedisClient, make_client
@@ -150,6 +150,7 @@ class ServerSettings(BaseSettings):
     data_dir: str | None = None
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
     cors_origins: str = ""
+    metrics_key: SecretStr | None = None
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> ServerSettings:
@@ -161,6 +162,13 @@ class ServerSettings(BaseSettings):
             check_cluster_nodes(self.redis_cluster_nodes)
         self.check()
         refused = key_list_problems(self.all_keys_by_role())
+        metrics_key = self.metrics_key_value()
+        if metrics_key is not None:
+            if not set(metrics_key) <= _KEY_CHARS:
+                refused.append("LDP_METRICS_KEY holds a character outside "
+                               "A-Z a-z 0-9 - . _ ~ + / =")
+            if any(metrics_key in keys for keys in self.all_keys_by_role().values()):
+                refused.append("LDP_METRICS_KEY is also an API key")
         if self.env != "prod":
             if refused:
                 raise ValueError("; ".join(refused))
@@ -168,10 +176,12 @@ class ServerSettings(BaseSettings):
         problems = self.unsafe()
         for role, keys in self.keys_by_role().items():
             if any(len(k) < MIN_KEY_LENGTH for k in keys):
-                problems.append(f"an {role} key in {_VARIABLE[role]} is shorter than "
-                                f"{MIN_KEY_LENGTH} characters")
+                problems.append(f"an {role} key is shorter than {MIN_KEY_LENGTH} characters "
+                                f"({_VARIABLE[role]})")
         if not (self.redis_url or self.redis_cluster_nodes):
             problems.append("no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES")
+        if metrics_key is not None and len(metrics_key) < MIN_KEY_LENGTH:
+            problems.append(f"LDP_METRICS_KEY is shorter than {MIN_KEY_LENGTH} characters")
         if "*" in self.cors_origin_list():
             problems.append("LDP_CORS_ORIGINS is '*'")
         if problems:
@@ -199,6 +209,11 @@ class ServerSettings(BaseSettings):
         return self.keys_by_role()
 
     # -- shared ---------------------------------------------------------------------------
+
+    def metrics_key_value(self) -> str | None:
+        """LDP_METRICS_KEY in clear, or None when unset or empty."""
+        value = self.metrics_key.get_secret_value() if self.metrics_key else ""
+        return value or None
 
     def cors_origin_list(self) -> list[str]:
         """LDP_CORS_ORIGINS as a list ("*" is refused in prod)."""
