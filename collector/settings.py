@@ -46,18 +46,31 @@ class Settings(ServerSettings):
     """Everything an operator can set; see the module docstring."""
 
     admin_keys: SecretStr = SecretStr("")
+    """Comma-separated admin keys (register metrics)."""
     ingest_keys: SecretStr = SecretStr("")
+    """Comma-separated ingest keys (devices: fetch specs, send reports)."""
     analyst_keys: SecretStr = SecretStr("")
+    """Comma-separated analyst keys (also read by the aggregator)."""
     shards: int = Field(default=4, ge=1, le=256)
+    """Tally shards per metric-epoch (spreads hot keys; 1..256)."""
     retention_days: int = Field(default=31, ge=1, le=3660)
+    """Days reports are accepted back and dedupe state is kept."""
     clock_skew_epochs: int = Field(default=1, ge=0, le=24)
+    """Epochs into the future a report may claim (device clocks)."""
     rate_limit_per_second: float = Field(default=1000.0, ge=0)
+    """Requests per second per key and worker; 0 disables."""
     rate_limit_burst: int = Field(default=2000, ge=1)
+    """Requests a key may send at once before the rate applies."""
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    """Largest request body as sent (413 above)."""
     max_inflated_bytes: int = Field(default=4 << 20, ge=1024)
+    """Largest body after gzip inflation (413 above)."""
     max_spec_bytes: int = Field(default=16 << 20, ge=1024)
+    """Largest metric spec body."""
     server_secret: SecretStr | None = None
+    """Hex, >= 16 bytes: the key of the dedupe digests (dev: made once, kept in Redis)."""
     log_level: str = "INFO"
+    """Level of the JSON log (DEBUG, INFO, WARNING, ERROR)."""
 
     def check(self) -> None:
         if self.server_secret is not None:

@@ -128,8 +128,8 @@ def key_list_problems(keys: Mapping[Role, tuple[str, ...]]) -> list[str]:
                                 "A-Z a-z 0-9 - . _ ~ + / =")
             other = seen.setdefault(key, role)
             if other != role:
-                problems.append(f"one key is listed in two roles: {_VARIABLE[other]} "
-                                f"and {_VARIABLE[role]}")
+                pair = sorted((_VARIABLE[other], _VARIABLE[role]))
+                problems.append(f"one key is listed in two roles: {pair[0]} and {pair[1]}")
     return problems
 
 
@@ -141,16 +141,24 @@ class ServerSettings(BaseSettings):
     """What both services read from the environment; see the module docstring."""
 
     model_config = SettingsConfigDict(
-        env_prefix="LDP_", frozen=True, extra="ignore", hide_input_in_errors=True
+        env_prefix="LDP_", frozen=True, extra="ignore", hide_input_in_errors=True,
+        use_attribute_docstrings=True,
     )
 
     env: Literal["dev", "prod"] = "dev"
+    """dev or prod: prod refuses unsafe settings at start."""
     redis_url: str | None = None
+    """redis://[:password@]host[:port][/db], rediss://... or unix:///path (dev default redis://127.0.0.1:6379/0)."""
     redis_cluster_nodes: str | None = None
+    """host:port,host:port,... of a Redis Cluster, instead of LDP_REDIS_URL."""
     data_dir: str | None = None
+    """Data folder of `ldp up` (keys, embedded Redis, logs); accepted and unused by the services."""
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
+    """Seconds a Redis call may take before the request answers 503."""
     cors_origins: str = ""
+    """Comma-separated origins whose pages may call the API; empty sends no CORS header."""
     metrics_key: SecretStr | None = None
+    """Bearer key of GET /metrics; unset: open in dev, not served in prod."""
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> ServerSettings:
