@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from ldp_cli.api import ApiError
 from ldp_cli.connect import ConfigMissing, add_connection_arguments
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "package_version"]
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -78,10 +78,26 @@ def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
 
 
+def package_version() -> str:
+    """The installed ldp-telemetry version, else pyproject's (a source checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ldp-telemetry")
+    except PackageNotFoundError:
+        import re
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        found = re.search(r'^version = "([^"]+)"', pyproject.read_text(), re.M)
+        return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ldp_cli.up import add_arguments
 
     parser = argparse.ArgumentParser(prog="ldp", description="local-DP telemetry")
+    parser.add_argument("--version", action="version", version=f"ldp {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="run embedded Redis + collector + aggregator")
