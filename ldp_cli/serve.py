@@ -36,8 +36,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+if TYPE_CHECKING:  # the CLI's parser imports this module: no server import at run time
+    from fastapi import FastAPI
 
 __all__ = ["add_arguments", "aggregator_app", "cmd_serve", "collector_app"]
 

@@ -1,6 +1,7 @@
 """The running system of ``ldp up``: embedded Redis, collector, aggregator.
 
-Each service is its own process (uvicorn ``--factory``, never imported here),
+Each service is its own process (uvicorn ``--factory ldp_cli.serve:<name>_app``:
+the app with its HTTP latency metrics; never imported here),
 bound to a loopback port, with access logs off (no IP, no key in logs), and
 stopped by its own pid in reverse order: aggregator, collector, then Redis
 (SIGTERM: Redis flushes its append-only file, so data persists).
@@ -94,7 +95,7 @@ class Stack:
             log_config.parent.mkdir(parents=True, exist_ok=True)
             log_config.write_text(json.dumps(uvicorn_log_config("warning")))
         return spawn_uvicorn(
-            f"{name}.app:create_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
+            f"ldp_cli.serve:{name}_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
             log_path=self.data_dir / "logs" / f"{name}.log", name=name, host=host, port=port,
             bound=True,  # the CLI has no other thread yet
             log_config=log_config,  # every line JSON, uvicorn's included

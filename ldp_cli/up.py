@@ -126,7 +126,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("running; Ctrl-C stops everything (data persists)", flush=True)
         code = wait_for_signal(stack, sys.stderr)
     finally:
-        stack.stop()
-        clear_endpoints(data_dir)
+        clear_endpoints(data_dir)  # while the lock is ours: never a successor's file
+        stack.stop()  # releases the lock last
     print("stopped", flush=True)
     return code
