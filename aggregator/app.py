@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Header, Request, Response
@@ -25,27 +25,18 @@ from aggregator.openapi_doc import install_openapi
 from aggregator.routers import dashboard, estimates, health, metrics
 from aggregator.settings import Settings
 from collector.store import Store
-from collector.telemetry import CONTENT_TYPE, HttpMetrics, Telemetry, scrape_allowed
 from ldp_server.docs_page import docs_html
+from ldp_server.headers import PAGE_HEADERS, install_security_headers
 from ldp_server.problems import Problem, install_handlers
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
+from ldp_server.telemetry import CONTENT_TYPE, HttpMetrics, ServiceMetrics, scrape_allowed
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
 log = logging.getLogger("aggregator")
 
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; "
-        "form-action 'self'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
-}
+SECURITY_HEADERS = PAGE_HEADERS
 
 _QUERY = re.compile(r"\?[^ \"]*")
 
@@ -113,14 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     install_store_handlers(app, on_redis_error, on_unexpected)
 
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+    install_security_headers(app, SECURITY_HEADERS)
 
     for module in (health, metrics, estimates, dashboard):
         app.include_router(module.router)
@@ -130,9 +114,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _install_ops(app: FastAPI, settings: Settings) -> None:
-    """GET /metrics (Prometheus, see ``collector.telemetry``), GET /docs (plain HTML),
+    """GET /metrics (Prometheus, see ``ldp_server.telemetry``), GET /docs (plain HTML),
     and the HTTP latency of every request."""
-    telemetry = Telemetry("aggregator")
+    telemetry = ServiceMetrics("aggregator")
     app.state.telemetry = telemetry
     app.add_middleware(HttpMetrics, telemetry=telemetry)
     page: list[str] = []

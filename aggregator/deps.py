@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from aggregator.auth import SESSION_COOKIE
+from aggregator.sessions import session_valid
 from aggregator.settings import Settings
 from collector.store import Store
 from ldp_server.keys import KeyRing
@@ -49,20 +50,20 @@ StoreDep = Annotated[Store, Depends(get_store)]
 KeyRingDep = Annotated[KeyRing, Depends(get_keyring)]
 
 
-def is_analyst(request: Request, ring: KeyRing) -> bool:
-    """A bearer analyst key, or the dashboard's session cookie."""
-    return ring.check_bearer(request.headers.get("authorization")) or ring.check_session(
-        request.cookies.get(SESSION_COOKIE)
-    )
+async def is_analyst(request: Request, ring: KeyRing, store: Store) -> bool:
+    """A bearer analyst key, or a live dashboard session."""
+    if ring.check_bearer(request.headers.get("authorization")):
+        return True
+    return await session_valid(store.client, request.cookies.get(SESSION_COOKIE))
 
 
-def require_analyst(request: Request, ring: KeyRingDep) -> None:
+async def require_analyst(request: Request, ring: KeyRingDep, store: StoreDep) -> None:
     """401 problem+json unless the request carries an analyst key (or session).
 
     ``missing_key`` when it carries neither a bearer key nor a session cookie,
     ``invalid_key`` when what it carries is not an analyst's (the collector's codes).
     """
-    if is_analyst(request, ring):
+    if await is_analyst(request, ring, store):
         return
     challenge = {"WWW-Authenticate": 'Bearer realm="ldp-aggregator"'}
     if request.headers.get("authorization") is None and SESSION_COOKIE not in request.cookies:

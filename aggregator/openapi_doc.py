@@ -68,21 +68,31 @@ def _complete(doc: dict[str, Any]) -> dict[str, Any]:
             if path == "/" and method == "get":
                 op["security"] = [{"bearer": []}, {}]
                 responses["200"] = _html("the dashboard")
-                responses["303"] = {"description": "?key= signs in: a redirect to / that "
-                                                   "sets the session cookie"}
-                responses["401"] = _html("the sign-in page")
+                responses["401"] = _html("the sign-in page (a key in the URL signs nobody in)")
                 responses["422"] = _problem("a query parameter is invalid")
                 responses["503"] = _problem("Redis did not answer", retry_after=True)
-            if path == "/login":
+            if path == "/login" and method == "post":
                 op["requestBody"] = {"content": {"application/x-www-form-urlencoded": {
                     "schema": {"type": "object", "properties": {"key": {"type": "string"}}}}}}
                 op["responses"] = {
                     "303": {"description": "signed in: a redirect to / with the cookie"},
                     "401": _html("the sign-in page again"),
+                    "403": _html("not posted from the dashboard's own origin"),
                     "413": _html("a body over 4 KiB"),
                 }
+            if path == "/login" and method == "get":
+                op["responses"] = {
+                    "303": {"description": "a live one-time ticket: signed in, redirect to /"},
+                    "401": _html("the sign-in page: the ticket is used or expired"),
+                    "422": _problem("a query parameter is invalid"),
+                    "503": _problem("Redis did not answer", retry_after=True),
+                }
             if path == "/logout":
-                op["responses"] = {"303": {"description": "signed out: a redirect to /"}}
+                op["responses"] = {
+                    "303": {"description": "signed out (session revoked): a redirect to /"},
+                    "403": _html("not posted from the dashboard's own origin"),
+                    "503": _problem("Redis did not answer", retry_after=True),
+                }
             if path == "/static/dashboard.css":
                 op["responses"] = {"200": {"description": "the stylesheet", "content": {
                     "text/css": {"schema": {"type": "string"}}}}}

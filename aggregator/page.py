@@ -7,6 +7,7 @@ the series), so the page and the API never disagree.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -59,8 +60,13 @@ def _bars(body: dict[str, Any]) -> tuple[str, str]:
 def _series(body: dict[str, Any]) -> str:
     """The per-epoch chart (for a categorical metric: its largest value)."""
     series = body.get("series") or []
-    if not series:
-        return ""
+    if len(series) < 2:
+        return (
+            f'<p class="series-note">One {escape(body["epoch_length"])} with data in the '
+            "window: the series chart starts at two.</p>"
+            if series
+            else ""
+        )
     pick = None
     what = "estimate"
     if body["kind"] == "categorical":
@@ -96,7 +102,7 @@ def _series(body: dict[str, Any]) -> str:
     )
 
 
-def _section(body: dict[str, Any]) -> str:
+def _section(body: dict[str, Any], extra: str = "") -> str:
     name = escape(body["metric"])
     lifetime = (
         f", lifetime ε∞ = {body['epsilon_inf']:g}" if body.get("epsilon_inf") is not None else ""
@@ -110,13 +116,11 @@ def _section(body: dict[str, Any]) -> str:
     )
     flags = body.get("poisoning") or {}
     if flags.get("flagged"):
-        z = flags.get("tally_sum_z")
-        facts += (
-            '<p class="poisoning">Possible poisoning: '
+        summary = flags.get("summary") or (
             f"{int(flags.get('implausible_reports', 0))} implausible report(s) refused"
-            + (f"; set-bit total {z:+.1f} standard deviations from the honest law" if z else "")
-            + ".</p>"
         )
+        facts += f'<p class="poisoning">Possible poisoning: {escape(str(summary))}</p>'
+
     if body["suppressed"]:
         main = f'<p class="suppressed">Suppressed: {escape(str(body["reason"]))}.</p>'
     else:
@@ -128,13 +132,21 @@ def _section(body: dict[str, Any]) -> str:
         )
     return (
         f'<section class="metric" id="metric-{name}" data-metric="{name}">'
-        f"<h2>{name} <small>v{body['version']}</small></h2>{facts}{main}{_series(body)}</section>"
+        f"<h2>{name} <small>v{body['version']}</small></h2>{facts}{main}{_series(body)}"
+        f"{extra}</section>"
     )
 
 
-def metrics_page(bodies: list[dict[str, Any]]) -> str:
-    """The whole dashboard: one section per metric."""
-    sections = "".join(_section(b) for b in bodies) or (
+def metrics_page(
+    bodies: list[dict[str, Any]],
+    *,
+    controls: str = "",
+    extras: Mapping[str, str] | None = None,
+) -> str:
+    """The whole dashboard: the controls (window picker, index), then one section per
+    metric; ``extras`` adds HTML at the end of a metric's section (by metric name)."""
+    extras = extras or {}
+    sections = "".join(_section(b, extras.get(b["metric"], "")) for b in bodies) or (
         '<p class="empty">No metric is registered yet.</p>'
     )
     return (
@@ -143,7 +155,7 @@ def metrics_page(bodies: list[dict[str, Any]]) -> str:
         "randomised reports: unbiased values (they can be negative) with their intervals. "
         "No true value was ever collected.</p>"
         '<form method="post" action="/logout"><button type="submit">Sign out</button></form>'
-        f"</header><main>{sections}</main></body></html>"
+        f"</header><main>{controls}{sections}</main></body></html>"
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from aggregator.decide import decide
+from aggregator.poisoning import estimate_signals
 from aggregator.problems import Problem
 from aggregator.views import EstimateOptions, estimate_json, metric_facts
 from aggregator.window import TallyReader, WindowTooLarge, read_window
@@ -71,7 +72,9 @@ async def estimate_response(
     out["confidence"] = options.confidence
     # The whole window: a memoised metric's stderr counts the epochs with data.
     out.update(estimate_json(spec, window.total, window.n, options, epochs=len(window.epochs)))
-    out["poisoning"] = await poisoning(store, spec, window.epochs, window.total, window.n)
+    out["poisoning"] = await poisoning(
+        store, spec, window.epochs, window.total, window.n, per_epoch=window.per_epoch
+    )
     if series:
         out["series"] = [
             {
@@ -85,7 +88,13 @@ async def estimate_response(
 
 
 async def poisoning(
-    store: MetricReader, spec: MetricSpec, epochs: Sequence[int], total: Sequence[int], n: int
+    store: MetricReader,
+    spec: MetricSpec,
+    epochs: Sequence[int],
+    total: Sequence[int],
+    n: int,
+    *,
+    per_epoch: Sequence[tuple[int, Sequence[int], int]] = (),
 ) -> dict[str, Any]:
     """Signs of lying clients in the window (local DP cannot stop them; it can show them).
 
@@ -93,12 +102,18 @@ async def poisoning(
     device produces them (e.g. far too many set bits in a unary report).
     ``tally_sum_z``: for unary encodings, the z-score of the total number of set
     bits against the honest law; crafted reports that pass the per-report check
-    still shift it.  ``flagged`` when either is present or |z| > SUM_Z_FLAG.
+    still shift it.  The estimate's own signals (impossible shares, drift of
+    the latest epoch, robust estimate; ``aggregator.poisoning``) are added from
+    ``per_epoch`` (the window's (epoch, tallies, n)) or, without it, from the
+    total alone.  ``flagged`` when any fires.
     """
     refused = sum((await store.read_flags(spec, epochs)).values()) if epochs else 0
     z = count_sum_z(spec.build(), list(total), n) if n else None
     flagged = refused > 0 or (z is not None and abs(z) > SUM_Z_FLAG)
-    return {"implausible_reports": refused, "tally_sum_z": z, "flagged": flagged}
+    out: dict[str, Any] = {"implausible_reports": refused, "tally_sum_z": z}
+    out.update(estimate_signals(spec, total, n, per_epoch, refused))
+    out["flagged"] = flagged or out.pop("signals_flagged")
+    return out
 
 
 def _pick(spec: MetricSpec, body: dict[str, Any], label: str) -> dict[str, Any]:

@@ -5,16 +5,24 @@ before anything is queued; only the randomised report is spooled and sent.
 
 >>> from client_sdk import Client
 >>> with Client("https://collector.example", api_key="...",
-...             state_dir="/var/lib/myapp/ldp") as ldp:        # doctest: +SKIP
+...             metrics="metrics.json") as ldp:                # doctest: +SKIP
 ...     ldp.record("browser", "firefox")       # randomised now, queued, returns at once
 ...     ldp.record("session_minutes", 12.5)
 >>> print(ldp.privacy_report())                               # doctest: +SKIP
+
+``url``, ``api_key`` and ``state_dir`` default to ``$LDP_COLLECTOR_URL``,
+``$LDP_API_KEY`` and ``$LDP_STATE_DIR`` (else the platform's per-user state
+folder); ``metrics=`` is the catalog bundled with the app (a JSON file as
+``GET /v1/metrics`` answers, or a list of specs), so a first run records even
+offline.  A metric unknown before the first fetch of the specs is held in
+memory (``HoldConfig``) and randomised when they arrive.
 
 Public API
 ----------
 ``Client``          one device: secret, ledger, spool, sender thread
 ``Fleet``/``Device`` many logical devices sharing one queue and sender (demos)
 ``DeliveryConfig``  batching, retries, quotas, durability
+``HoldConfig``      values of metrics not known yet (first run): how many, how long
 ``PrivacyCaps``     the most epsilon a spec may ask of this device (default 4 / 8)
 ``Transport``, ``Response``, ``UrllibTransport``  the HTTP seam
 ``RecordResult``/``RecordStatus``, ``Counters``, ``PrivacyReport``,
@@ -23,16 +31,19 @@ Public API
 Exceptions (see ``client_sdk._errors``)::
 
     SdkError
-    ├── ConfigError (ValueError)   a bad argument
+    ├── ConfigError (ValueError)   a bad argument (http to a remote host, no url/key)
     └── StateError  (OSError)      state_dir unusable
-    ValueError                     record(): value outside the metric's domain
+    ValueError                     record() with strict=True: value outside the domain
+                                   (default: refused as invalid_value, numbers clamped)
 
 Delivery: a background thread sends gzip batches after ``batch_size`` reports
 or ``interval`` seconds (defaults 100 / 30 s); retries use capped exponential
 backoff with full jitter, 429/503 honour Retry-After (clamped), other 4xx are
-final and counted in ``counters().dropped`` by reason; a ``duplicate`` answer
-counts as delivered.  ``flush(timeout)``, ``close(timeout)``, ``with``, and an
-atexit hook with a deadline (``DeliveryConfig.atexit_timeout``).
+final and counted in ``counters().dropped`` by reason, except 401/403 (a wrong
+key: logged at ERROR, counted in ``config_errors``, reports kept and retried);
+a ``duplicate`` answer counts as delivered.  ``flush(timeout)``,
+``close(timeout)``, ``with``, and an atexit hook with a deadline
+(``DeliveryConfig.atexit_timeout``).
 
 Durability (``DeliveryConfig.durability``): "record" (default) commits each
 report to the sqlite spool before ``record`` returns, so a kill -9 loses
@@ -56,7 +67,7 @@ marks, version fingerprints), ``opted_out`` (marker).
 """
 
 from client_sdk._client import Client
-from client_sdk._config import DeliveryConfig, PrivacyCaps
+from client_sdk._config import DeliveryConfig, HoldConfig, PrivacyCaps, default_state_dir
 from client_sdk._errors import ConfigError, SdkError, StateError
 from client_sdk._fleet import Device, Fleet
 from client_sdk._results import (
@@ -76,6 +87,7 @@ __all__ = [
     "DeliveryConfig",
     "Device",
     "Fleet",
+    "HoldConfig",
     "LifetimeSpend",
     "PrivacyCaps",
     "PrivacyReport",
@@ -87,4 +99,20 @@ __all__ = [
     "Transport",
     "UnitSpend",
     "UrllibTransport",
+    "__version__",
+    "default_state_dir",
 ]
+
+
+def _version() -> str:
+    """The installed distribution's version, else the source tree's (pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ldp-telemetry")
+    except PackageNotFoundError:
+        return "0.1.0+source"
+
+
+#: The version of the ldp-telemetry distribution this SDK came with.
+__version__ = _version()

@@ -22,14 +22,14 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from client_sdk._device import mechanism_fingerprint
 from ldp_core.metric import MetricSpec
 
-__all__ = ["Catalog"]
+__all__ = ["Catalog", "load_bundle"]
 
 log = logging.getLogger("client_sdk")
 
@@ -49,6 +49,9 @@ class Catalog:
         self._conflicts: dict[str, int] = {}
         self._warned: set[tuple[str, int]] = set()
         self.loaded_from_disk = False
+        #: Called (without the lock) after every ``update`` once registered: a Client
+        #: registers after seeding, so each call is a fetch from the collector.
+        self.listeners: list[Callable[[], None]] = []
         if path is not None:
             self._load(path)
 
@@ -116,6 +119,8 @@ class Catalog:
                     self._conflicts.pop(name, None)
             if save and self._path is not None and usable:
                 self._save(self._path)
+        for listener in list(self.listeners):
+            listener()
         return len(usable)
 
     def _save(self, path: Path) -> None:
@@ -147,3 +152,30 @@ class Catalog:
         if self._path is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path)
+
+
+def load_bundle(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The spec JSON objects of a catalog file shipped with an app.
+
+    The file holds what ``GET /v1/metrics`` answers (``{"metrics": [...]}``) or a
+    plain list of specs.  A missing or unreadable file is a ``ConfigError`` that
+    names it: a bundled catalog is part of the app, not a runtime condition.
+
+    >>> import json, tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+    ...     json.dump({"metrics": [{"name": "flag", "kind": "boolean", "epsilon": 1}]}, f)
+    >>> [m["name"] for m in load_bundle(f.name)]
+    ['flag']
+    """
+    from client_sdk._errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as src:
+            data = json.load(src)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the metric catalog {os.fspath(path)!r}: {exc}") from None
+    metrics = data.get("metrics") if isinstance(data, dict) else data
+    if not isinstance(metrics, list) or not all(isinstance(m, dict) for m in metrics):
+        raise ConfigError(f"metric catalog {os.fspath(path)!r} is not a list of specs"
+                          " (nor {\"metrics\": [...]})")
+    return metrics

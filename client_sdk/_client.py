@@ -1,22 +1,32 @@
 """``Client``: one device's SDK object.
 
->>> with Client("http://127.0.0.1:8000", api_key="ingest-key",
-...             state_dir="/tmp/ldp-state") as ldp:          # doctest: +SKIP
+>>> with Client("https://collector.example", api_key="ingest-key",
+...             metrics="metrics.json") as ldp:          # doctest: +SKIP
 ...     ldp.record("browser", "firefox")        # randomised now, queued, returns at once
 ...     ldp.record("session_minutes", 12.5)
 >>> print(ldp.privacy_report())                               # doctest: +SKIP
 
+``url``, ``api_key`` and ``state_dir`` default to ``LDP_COLLECTOR_URL``,
+``LDP_API_KEY`` and ``LDP_STATE_DIR``; without them the state folder is the
+platform's per-user one (``client_sdk._config.default_state_dir``).  The URL
+must be ``https`` unless it names a loopback host or ``allow_http=True``.
+
 What ``record`` does, in order (none of it touches the network):
 
 1. ``enabled=False``, after ``opt_out()`` or ``close()``: returns at once, collects nothing.
-2. Looks the metric up in the spec catalog (fetched from the collector in the
-   background and cached in ``state_dir``).  Unknown: returns
-   ``RecordResult("unknown_metric")`` and asks the sender to refresh the specs;
-   call ``refresh_metrics(timeout)`` first if the first record must count.
-   A spec changed under its version is ``spec_conflict``; one above the
-   device's ``PrivacyCaps`` is ``spec_over_cap`` (each logged once at WARNING).
-3. ``spec.index_of(value)``: a value outside the domain raises ``ValueError``
-   (the message names it) -- a programming error, not a runtime condition.
+2. Looks the metric up in the spec catalog: the specs bundled with the app
+   (``metrics=``: a list of spec JSON objects, or the path of a JSON file as
+   ``GET /v1/metrics`` answers), the cache in ``state_dir`` and the collector's
+   answer (fetched in the background at start and every ``metrics_ttl``).
+   Unknown before this process's first successful fetch: the value is held in
+   memory only (``held``; never on disk, at most ``HoldConfig.max_values`` for
+   ``max_seconds``) and goes through steps 3-6 when the specs arrive; unknown
+   after it: ``unknown_metric``.  A spec changed under its version is
+   ``spec_conflict``; one above the device's ``PrivacyCaps`` is
+   ``spec_over_cap`` (each logged once at WARNING).
+3. ``spec.index_of(value)``: a value outside the domain is ``invalid_value``
+   (counted, logged once per metric without the value); a number outside
+   [lo, hi] is clamped (counted).  ``strict=True`` raises ``ValueError`` instead.
 4. ``sample_rate``: with probability 1 - rate, returns ``sampled_out`` (no epsilon).
 5. The budget ledger (``client_sdk._ledger``), one sqlite transaction on the
    state folder: one unit is (this device, metric *name*, epoch); the default
@@ -27,6 +37,10 @@ What ``record`` does, in order (none of it touches the network):
 6. Randomises (memoised for longitudinal metrics), builds the envelope with the
    per-epoch token and spools it in the same transaction; the value goes out
    of scope when ``record`` returns.
+
+A wrong ingest key (401/403) is a configuration error: logged at ERROR with the
+URL and the reason (never the key), counted in ``counters().config_errors``;
+the reports stay in the spool and are retried, and ``flush()`` returns False.
 
 The ledger charges the mechanism's declared epsilon (an upper bound on the
 epsilon its integer thresholds implement), and sums are rounded up.  A unit
@@ -47,14 +61,15 @@ spent once whoever asks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from client_sdk._catalog import Catalog
-from client_sdk._config import DeliveryConfig, PrivacyCaps
+from client_sdk._catalog import Catalog, load_bundle
+from client_sdk._config import Connection, DeliveryConfig, HoldConfig, PrivacyCaps
 from client_sdk._device import (
     DeviceState,
     delete_secret,
@@ -62,7 +77,7 @@ from client_sdk._device import (
     make_private_dir,
     tighten_files,
 )
-from client_sdk._errors import ConfigError
+from client_sdk._hold import Holder
 from client_sdk._ledger import SqliteLedger
 from client_sdk._pipeline import Pipeline
 from client_sdk._record import Sampler, build_report, record_into
@@ -72,7 +87,7 @@ from client_sdk._results import (
     RecordResult,
 )
 from client_sdk._store import Store
-from client_sdk._transport import Transport, UrllibTransport
+from client_sdk._transport import KeyGuard, Transport, UrllibTransport, check_url
 from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
 
@@ -87,9 +102,11 @@ OPT_OUT_FILE = "opted_out"
 class Client:
     """The SDK for one device.  Thread-safe and fork-safe; see the module docstring.
 
-    url, api_key      the collector and an ingest key
+    url, api_key      the collector and an ingest key (default: $LDP_COLLECTOR_URL,
+                      $LDP_API_KEY); https, or http to loopback, unless allow_http
     state_dir         the SDK's own folder (0700; every file in it 0600): secret, spec
-                      cache, spool and ledger
+                      cache, spool and ledger (default: $LDP_STATE_DIR, else the
+                      platform's per-user state folder)
     transport         a ``Transport`` (default: ``UrllibTransport``)
     enabled           False: collect nothing, touch no file, start no thread
     background        False: no sender thread; call ``flush(timeout)`` to send
@@ -99,16 +116,21 @@ class Client:
     lifetime_budgets  cap on the lifetime epsilon of memoised metrics (default: none)
     caps              ``PrivacyCaps``: specs above them are refused (default: epsilon 4
                       per report, epsilon_inf 8)
-    metrics           spec JSON objects to seed the catalog with (tests, offline apps)
+    metrics           the catalog bundled with the app: spec JSON objects, or the path
+                      of a JSON file (``{"metrics": [...]}`` as GET /v1/metrics answers)
+    hold              ``HoldConfig``: values of metrics unknown before the first fetch
+    strict            True: ``record`` raises ValueError for a value outside the domain
+                      (default: refused as ``invalid_value``, numbers clamped)
+    allow_http        True: accept plain http to a host that is not loopback
     clock, rng        for tests only (the device path uses time.time and the OS CSPRNG)
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
-        api_key: str,
-        state_dir: str | os.PathLike[str],
+        api_key: str | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
         transport: Transport | None = None,
         enabled: bool = True,
         background: bool = True,
@@ -117,14 +139,27 @@ class Client:
         budgets: Mapping[str, float] | None = None,
         lifetime_budgets: Mapping[str, float] | None = None,
         caps: PrivacyCaps | None = None,
-        metrics: Iterable[dict[str, Any]] | None = None,
+        metrics: Iterable[dict[str, Any]] | str | os.PathLike[str] | None = None,
+        hold: HoldConfig | None = None,
+        strict: bool = False,
+        allow_http: bool = False,
         clock: Callable[[], float] = time.time,
         rng: Rng | None = None,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
-        if not api_key:
-            raise ConfigError("api_key is required")
+        where = Connection.resolve(url, api_key, state_dir)
+        check_url(where.url, allow_http=allow_http)
+        if isinstance(metrics, str | os.PathLike):
+            metrics = load_bundle(metrics)
+        self.url = where.url
+        self.state_dir = where.state_dir
+        self._strict = strict
+        self._holder = Holder(
+            hold or HoldConfig(), record=self._record_held, count=self._count_refused,
+            fetch=self.refresh_metrics,
+            retry_delay=lambda n: self.config.backoff_delay(n, lambda a, b: b) + 0.1,
+            fetch_timeout=(delivery or DeliveryConfig()).request_timeout)
+        self._tally: Counter[str] = Counter()
+        self._guard = KeyGuard(transport or UrllibTransport())
         self._caps = caps or PrivacyCaps()
         self._enabled = enabled
         self._sampler = Sampler(sample_rate)
@@ -133,7 +168,7 @@ class Client:
         self._clock = clock
         self._rng = rng
         self._closed = False
-        self._state_dir = Path(state_dir)
+        self._state_dir = where.state_dir
         self._device: DeviceState | None = None
         self._pipeline: Pipeline | None = None
         self.config = delivery or DeliveryConfig()
@@ -145,9 +180,10 @@ class Client:
         catalog = Catalog(self._state_dir / METRICS_FILE)
         if metrics is not None:
             catalog.update(metrics)
+        catalog.listeners.append(self._holder.release)
         store = Store(self._state_dir / SPOOL_FILE, max_reports=self.config.max_reports,
                       max_bytes=self.config.max_bytes)
-        self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
+        self._pipeline = Pipeline(where.url, where.api_key, store, catalog, self._guard,
                                   self.config, background=background)
         self._ledger = SqliteLedger(store)
         if self._opted_out:
@@ -165,8 +201,8 @@ class Client:
 
     def record(self, metric: str, value: object) -> RecordResult:
         """Randomise ``value`` for ``metric`` and queue only the report.  Never blocks
-        on the network, never raises for a network problem; ValueError for a value
-        outside the metric's domain."""
+        on the network and never raises for data or the network (``strict=True``:
+        ValueError for a value outside the metric's domain)."""
         pipeline, device = self._pipeline, self._device
         if pipeline is None:
             return RecordResult("disabled", metric)
@@ -175,29 +211,68 @@ class Client:
         if device is None:
             pipeline.refused("opted_out")
             return RecordResult("opted_out", metric)
+        now = self._clock()
+        if pipeline.catalog.get(metric) is None and self._holder.hold(
+                metric, value, now, fetch_soon=pipeline.background):
+            return RecordResult("held", metric)
+        return self._record_now(metric, value, now, strict=self._strict)
+
+    def _record_held(self, metric: str, value: object, now: float) -> None:
+        self._record_now(metric, value, now, strict=False)
+
+    def _count_refused(self, status: str) -> None:
+        if self._pipeline is not None:
+            self._pipeline.refused(status)
+
+    def _drain_held(self, timeout: float) -> None:
+        """flush()/close(): one bounded fetch of the specs if values are held."""
+        if self._holder.waiting and self._pipeline is not None and timeout > 0:
+            self._pipeline.refresh_metrics(min(timeout, self.config.request_timeout))
+
+    def _record_now(self, metric: str, value: object, now: float, *, strict: bool
+                    ) -> RecordResult:
+        pipeline, device = self._pipeline, self._device
+        if pipeline is None or device is None:
+            return RecordResult("disabled" if pipeline is None else "opted_out", metric)
         return record_into(
             pipeline, device, metric, value, sampler=self._sampler, caps=self._caps,
-            budgets=self._budgets, lifetime_budgets=self._lifetime_budgets, now=self._clock(),
-            rng=self._rng,
+            budgets=self._budgets, lifetime_budgets=self._lifetime_budgets, now=now,
+            rng=self._rng, strict=strict, tally=self._tally,
         )
 
     # -- delivery ----------------------------------------------------------------------
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Send what is queued; True if nothing is pending when it returns."""
-        if self._pipeline is None:
+        """Send what is queued (and what is held, once the specs arrive); True if
+        nothing is pending or held when it returns.  False at once while the
+        collector refuses the api key (the reports are kept)."""
+        pipeline = self._pipeline
+        if pipeline is None:
             return True
-        return self._pipeline.flush(timeout)
+        deadline = time.monotonic() + max(timeout, 0.0)
+        self._drain_held(deadline - time.monotonic())
+        while True:
+            done = pipeline.flush(min(0.25, max(0.0, deadline - time.monotonic())))
+            if done or self._guard.rejected or time.monotonic() >= deadline:
+                break
+        return done and not self._guard.rejected and not self.counters().held
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Flush within ``timeout``, then stop; unsent reports stay in the spool.
+        """Flush within ``timeout``, then stop; unsent reports stay in the spool,
+        values still held (specs never fetched) are forgotten and counted
+        (``refused["hold_dropped"]``).
 
         True if nothing was left pending; calling it again just answers that again.
         """
         if self._pipeline is None:
             return True
+        if not self._closed:
+            deadline = time.monotonic() + max(timeout, 0.0)
+            self._drain_held(timeout)
+            self._holder.drop()
+            timeout = max(0.0, deadline - time.monotonic())
         self._closed = True
-        return self._pipeline.close(timeout)
+        return self._pipeline.close(timeout) and not self._guard.rejected
 
     def __enter__(self) -> Client:
         return self
@@ -217,7 +292,12 @@ class Client:
         return [spec for name in cat.names() if (spec := cat.get(name)) is not None]
 
     def counters(self) -> Counters:
-        return Counters() if self._pipeline is None else self._pipeline.counters()
+        if self._pipeline is None:
+            return Counters()
+        held = len(self._holder)
+        errors = {"invalid_key": self._guard.rejections} if self._guard.rejections else {}
+        return dataclasses.replace(self._pipeline.counters(), clamped=self._tally["clamped"],
+                                   held=held, config_errors=errors)
 
     # -- privacy -----------------------------------------------------------------------
 
@@ -239,6 +319,7 @@ class Client:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o600)
         os.close(fd)
         self._device = None
+        self._holder.drop("opt_out")                   # held values: forgotten at once
         self._pipeline.stop()
         self._pipeline.purge("opt_out")
         delete_secret(self._state_dir / SECRET_FILE)

@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import email.utils
 import math
+import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from client_sdk._errors import ConfigError
 from ldp_core.wire import MAX_BATCH
 
-__all__ = ["DeliveryConfig", "PrivacyCaps"]
+__all__ = [
+    "Connection", "DeliveryConfig", "HoldConfig", "PrivacyCaps", "default_state_dir",
+]
 
 
 @dataclass(frozen=True)
@@ -135,3 +140,112 @@ class PrivacyCaps:
     def allows(self, epsilon: float, epsilon_inf: float | None) -> bool:
         """True if a spec with these epsilons is within the caps."""
         return epsilon <= self.epsilon and (epsilon_inf is None or epsilon_inf <= self.epsilon_inf)
+
+
+# -- where the SDK finds its collector, key and state folder ------------------------------
+
+#: Environment variables read when an argument is not given.
+ENV_URL, ENV_KEY, ENV_STATE = "LDP_COLLECTOR_URL", "LDP_API_KEY", "LDP_STATE_DIR"
+#: The folder name under the platform's per-user state folder.
+APP_FOLDER = "ldp-telemetry"
+
+
+def default_state_dir(
+    platform: str | None = None, env: Mapping[str, str] | None = None, home: Path | None = None,
+) -> Path:
+    """The per-user, per-platform folder for the SDK's state (secret, specs, spool).
+
+    Linux and other Unix: ``$XDG_STATE_HOME/ldp-telemetry`` or
+    ``~/.local/state/ldp-telemetry``; macOS: ``~/Library/Application
+    Support/ldp-telemetry``; Windows: ``%LOCALAPPDATA%\\ldp-telemetry``.
+
+    >>> default_state_dir("linux", {"XDG_STATE_HOME": "/s"}, Path("/h")).as_posix()
+    '/s/ldp-telemetry'
+    >>> default_state_dir("linux", {}, Path("/h")).as_posix()
+    '/h/.local/state/ldp-telemetry'
+    >>> default_state_dir("darwin", {}, Path("/Users/a")).as_posix()
+    '/Users/a/Library/Application Support/ldp-telemetry'
+    >>> default_state_dir("win32", {"LOCALAPPDATA": "C:/Users/a/AppData/Local"},
+    ...                   Path("C:/Users/a")).as_posix()
+    'C:/Users/a/AppData/Local/ldp-telemetry'
+    """
+    platform = sys.platform if platform is None else platform
+    env = os.environ if env is None else env
+    home = Path.home() if home is None else home
+    if platform.startswith("win"):
+        base = env.get("LOCALAPPDATA")
+        return (Path(base) if base else home / "AppData" / "Local") / APP_FOLDER
+    if platform == "darwin":
+        return home / "Library" / "Application Support" / APP_FOLDER
+    xdg = env.get("XDG_STATE_HOME")
+    # XDG: a relative path is invalid and must be ignored.
+    base_dir = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "state"
+    return base_dir / APP_FOLDER
+
+
+@dataclass(frozen=True)
+class Connection:
+    """The collector URL, ingest key and state folder of a ``Client``, each from its
+    argument, else its environment variable, else (state folder only) the default.
+
+    >>> c = Connection.resolve(None, None, None, env={"LDP_COLLECTOR_URL":
+    ...     "https://c.example", "LDP_API_KEY": "k", "LDP_STATE_DIR": "/tmp/s"})
+    >>> c.url, c.api_key, c.state_dir.as_posix()
+    ('https://c.example', 'k', '/tmp/s')
+    >>> Connection.resolve(None, "k", "/tmp/s", env={})
+    Traceback (most recent call last):
+    client_sdk._errors.ConfigError: no collector url: pass url= or set LDP_COLLECTOR_URL
+    """
+
+    url: str
+    api_key: str
+    state_dir: Path
+
+    @classmethod
+    def resolve(
+        cls,
+        url: str | None,
+        api_key: str | None,
+        state_dir: str | os.PathLike[str] | None,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> Connection:
+        env = os.environ if env is None else env
+        url = url or env.get(ENV_URL) or None
+        if not url:
+            raise ConfigError(f"no collector url: pass url= or set {ENV_URL}")
+        api_key = api_key or env.get(ENV_KEY) or None
+        if not api_key:
+            raise ConfigError(f"no api_key: pass api_key= or set {ENV_KEY}")
+        folder = state_dir if state_dir is not None else env.get(ENV_STATE) or None
+        return cls(url, api_key,
+                   Path(folder) if folder is not None else default_state_dir(env=env))
+
+
+@dataclass(frozen=True)
+class HoldConfig:
+    """How a ``Client`` holds values of metrics it does not know yet (a first run).
+
+    Until the first successful fetch of the metric specs, a ``record`` of an
+    unknown metric keeps the value in memory only (never on disk), answers
+    ``held``, and is randomised and spooled as soon as the specs arrive.  At most
+    ``max_values`` values are held (the newest beyond that are refused as
+    ``unknown_metric``), each for at most ``max_seconds``; then it is forgotten
+    and counted (``refused["hold_expired"]``).  A process that exits first loses
+    them, unsent and uncharged.  ``max_values=0`` turns holding off.
+
+    >>> HoldConfig().max_values, HoldConfig().max_seconds
+    (1000, 600.0)
+    """
+
+    max_values: int = 1000
+    max_seconds: float = 600.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_values, bool) or not isinstance(self.max_values, int) or (
+                self.max_values < 0):
+            raise ConfigError(f"hold: max_values must be an int >= 0, got {self.max_values!r}")
+        if not (isinstance(self.max_seconds, int | float) and math.isfinite(self.max_seconds)
+                and self.max_seconds > 0):
+            raise ConfigError(f"hold: max_seconds must be a finite number > 0,"
+                              f" got {self.max_seconds!r}")

@@ -35,6 +35,7 @@ from typing import NamedTuple
 from client_sdk._errors import StateError
 from client_sdk._ledger import Ask, Ledger, Refusal
 from client_sdk._store import Row
+from ldp_core import Memoisable
 from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import device_token
@@ -155,7 +156,8 @@ class DeviceState:
 
         def make(epoch: int) -> Row:
             if memoised:
-                report = m.randomize_memoised(  # type: ignore[attr-defined]
+                assert isinstance(m, Memoisable), spec.name
+                report = m.randomize_memoised(
                     value, secret=secret, context=memo_context(spec, fingerprint), rng=rng
                 )
             else:
@@ -191,11 +193,10 @@ def payload_text(payload: object) -> str:
     >>> payload_text(3), payload_text([5, 1]), payload_text("AQ")
     ('3', '[5,1]', '"AQ"')
     """
-    kind = type(payload)
-    if kind is int:
+    if type(payload) is int:
         return str(payload)
-    if kind is list and all(type(x) is int for x in payload):  # type: ignore[attr-defined]
-        return "[" + ",".join(map(str, payload)) + "]"  # type: ignore[call-overload]
+    if isinstance(payload, list) and all(type(x) is int for x in payload):
+        return "[" + ",".join(map(str, payload)) + "]"
     return json.dumps(payload, separators=(",", ":"))
 
 

@@ -25,40 +25,33 @@ once (and the collector counts a report_id once anyway).
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import gzip
-import json
 import logging
-import os
 import random
 import sqlite3
 import threading
 import time
-import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from client_sdk._batch import batch_body, parse_results, problem_code
 from client_sdk._catalog import Catalog
 from client_sdk._config import DeliveryConfig
 from client_sdk._device import Outcome
+from client_sdk._hooks import LIVE
 from client_sdk._results import Counters
-from client_sdk._store import Claimed, Row, Store
-from client_sdk._transport import Response, Transport
+from client_sdk._sender import Sender
+from client_sdk._store import Row, Store
+from client_sdk._transport import Transport
 from ldp_core.wire import MAX_BATCH
 
 __all__ = ["Pipeline"]
 
 log = logging.getLogger("client_sdk")
 
-_RETRYABLE = frozenset({408, 425, 429})
 #: In "batch" durability the memory queue is spooled at the latest at this length.
 _MAX_BUFFER = 1000
-_USER_AGENT = "ldp-telemetry-sdk/0.1"
 
 
-class Pipeline:
+class Pipeline(Sender):
     """See the module docstring."""
 
     def __init__(
@@ -90,7 +83,7 @@ class Pipeline:
         self.accepting = True
         #: Called in a forked child after the pipeline reset (e.g. a device's locks).
         self.fork_callbacks: list[Callable[[], None]] = []
-        _LIVE.add(self)
+        LIVE.add(self)
 
     def _init_state(self) -> None:
         self._cond = threading.Condition(threading.Lock())
@@ -231,7 +224,7 @@ class Pipeline:
             self._persist_locked()
             self._closed = True
         self.store.close()
-        _LIVE.discard(self)
+        LIVE.discard(self)
         return done
 
     def stop(self, timeout: float = 1.0) -> None:
@@ -372,126 +365,6 @@ class Pipeline:
             if outcome != "ok":
                 return
 
-    def _send_batch(self, deadline: float) -> str:
-        """One POST of the oldest spooled reports: 'ok', 'retry' or 'empty'."""
-        timeout = max(0.05, min(self.config.request_timeout, deadline - time.monotonic()))
-        claimed = self.store.claim(self._send_limit, self.config.request_timeout + 5.0)
-        if not claimed:
-            with self._cond:
-                if not self.store.pending() and not self._buffer:
-                    self._first_pending = None
-                else:  # leased by another process (a fork, a crashed run): look again soon
-                    self._backoff_until = max(self._backoff_until, time.monotonic() + 0.25)
-            return "empty"
-        body = batch_body(claimed)
-        headers = {
-            "Authorization": f"Bearer {self._api_key}",
-            "Content-Type": "application/json",
-            "User-Agent": _USER_AGENT,
-        }
-        if self.config.gzip:
-            body = gzip.compress(body, compresslevel=6, mtime=0)
-            headers["Content-Encoding"] = "gzip"
-        try:
-            answer = self.transport.send("POST", f"{self.url}/v1/reports", headers, body, timeout)
-        except Exception as exc:
-            log.info("delivery failed (%s); will retry", type(exc).__name__)
-            return self._retry(claimed, None)
-        return self._handle(claimed, answer)
-
-    def _handle(self, claimed: Sequence[Claimed], answer: Response) -> str:
-        status = answer.status
-        seqs = [c.seq for c in claimed]
-        if 200 <= status < 300:
-            results = parse_results(answer.body, len(claimed))
-            if results is None:
-                log.warning("collector answered %d with an unreadable body", status)
-                return self._retry(claimed, None)
-            self.store.remove(seqs)
-            with self._cond:
-                self._tally["batches"] += 1
-                for kind, code in results:
-                    if kind == "accepted":
-                        self._tally["sent"] += 1
-                    elif kind == "duplicate":
-                        self._tally["duplicates"] += 1
-                    else:
-                        self._dropped[code or "rejected"] += 1
-                self._attempt = 0
-                self._send_limit = min(MAX_BATCH, self._send_limit * 2)
-                self._after_removal_locked()
-            return "ok"
-        if status in _RETRYABLE or status >= 500 or status < 200 or 300 <= status < 400:
-            return self._retry(claimed, answer)
-        if status == 413 and len(claimed) > 1:
-            self.store.release(seqs)
-            with self._cond:
-                self._send_limit = max(1, len(claimed) // 2)
-            return "ok"
-        code = problem_code(answer) or f"http_{status}"
-        log.warning("collector refused a batch of %d: %d %s (dropped)", len(claimed), status, code)
-        self.store.remove(seqs)
-        with self._cond:
-            self._dropped[code] += len(claimed)
-            self._after_removal_locked()
-        return "ok"
-
-    def _after_removal_locked(self) -> None:
-        if not self.store.pending() and not self._buffer:
-            self._first_pending = None
-
-    def _retry(self, claimed: Sequence[Claimed], answer: Response | None) -> str:
-        self.store.release([c.seq for c in claimed])
-        with self._cond:
-            self._tally["retries"] += 1
-            self._schedule_retry(answer)
-        return "retry"
-
-    def _schedule_retry(self, answer: Response | None) -> None:
-        """Back off: full jitter, and never sooner than a 429/503's Retry-After (clamped)."""
-        self._attempt += 1
-        delay = self.config.backoff_delay(self._attempt, self._jitter.uniform)
-        if answer is not None and answer.status in (429, 503):
-            asked = self.config.retry_after_delay(answer.header("retry-after"))
-            if asked is not None:
-                delay = max(delay, asked)
-        self._backoff_until = time.monotonic() + delay
-        log.info("next delivery attempt in %.2fs", delay)
-
-    # -- metric specs --------------------------------------------------------------------
-
-    def refresh_metrics(self, timeout: float) -> bool:
-        """GET /v1/metrics now (bounded by ``timeout``); True if the catalog was updated."""
-        with self._cond:
-            self._last_metrics_try = time.monotonic()
-        ok = False
-        try:
-            answer = self.transport.send(
-                "GET", f"{self.url}/v1/metrics",
-                {"Authorization": f"Bearer {self._api_key}", "User-Agent": _USER_AGENT},
-                None, max(0.05, timeout),
-            )
-            if answer.status == 200:
-                data = json.loads(answer.body)
-                metrics = data.get("metrics") if isinstance(data, dict) else None
-                if isinstance(metrics, list):
-                    self.catalog.update([m for m in metrics if isinstance(m, dict)])
-                    ok = True
-        except Exception as exc:
-            log.info("metric specs not fetched (%s)", type(exc).__name__)
-        with self._cond:
-            now = time.monotonic()
-            if ok:
-                self._metrics_attempt = 0
-                self._metrics_due = now + self.config.metrics_ttl
-            else:
-                self._metrics_attempt += 1
-                self._metrics_due = now + min(
-                    self.config.metrics_ttl,
-                    self.config.backoff_delay(self._metrics_attempt, lambda a, b: b) + 1.0,
-                )
-        return ok
-
     # -- fork ----------------------------------------------------------------------------
 
     def _before_fork(self) -> None:
@@ -511,48 +384,3 @@ class Pipeline:
         self._metrics_due = time.monotonic() + self.config.metrics_ttl
         for callback in self.fork_callbacks:
             callback()
-
-
-# -- process-wide hooks: one atexit and one at-fork registration for all pipelines -----
-
-_LIVE: weakref.WeakSet[Pipeline] = weakref.WeakSet()
-
-
-def _close_all_at_exit() -> None:
-    pipelines = list(_LIVE)
-    if not pipelines:
-        return
-    deadline = time.monotonic() + max(p.config.atexit_timeout for p in pipelines)
-    for p in pipelines:
-        with contextlib.suppress(Exception):
-            p.close(max(0.0, deadline - time.monotonic()))
-
-
-def _each(action: Callable[[Pipeline], None], pipelines: list[Pipeline]) -> None:
-    for p in pipelines:
-        action(p)
-
-
-_FORKING: list[Pipeline] = []
-
-
-def _before_fork() -> None:
-    _FORKING[:] = [p for p in _LIVE if not p._closed]
-    _each(Pipeline._before_fork, _FORKING)
-
-
-def _after_fork_parent() -> None:
-    _each(Pipeline._after_fork_parent, _FORKING)
-    _FORKING.clear()
-
-
-def _after_fork_child() -> None:
-    _each(Pipeline._after_fork_child, _FORKING)
-    _FORKING.clear()
-
-
-atexit.register(_close_all_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(
-        before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child
-    )

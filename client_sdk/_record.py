@@ -4,6 +4,23 @@
 check, the device's caps, sampling, the budget ledger, randomisation, the
 queue.  The value is a local of this call and of ``DeviceState.prepare`` only.
 
+Bad data never raises by default: a value that is not in the metric's domain
+(a category not listed -- case matters --, not a boolean, not a finite number,
+a wrong type) is refused as ``invalid_value``, counted, and logged once per
+metric at WARNING without the value; a number outside [lo, hi] is clamped to
+the nearest bound (the usual practice under LDP: the mechanism needs a bounded
+input) and counted in ``tally["clamped"]``.  ``strict=True`` raises the
+``ValueError`` (naming the value) instead, for tests.
+
+>>> from ldp_core.metric import MetricSpec
+>>> age = MetricSpec.from_json({"name": "age", "kind": "numeric", "lo": 0, "hi": 120,
+...                             "epsilon": 1.0})
+>>> clamp(age, 500), clamp(age, -1), clamp(age, float("nan")), clamp(age, "12")
+(120.0, 0.0, None, None)
+>>> why_invalid(MetricSpec.from_json({"name": "b", "kind": "categorical",
+...     "domain": ["firefox", "chrome"], "epsilon": 1.0}), "Firefox")
+'not one of the 2 categories (a category differs only in case)'
+
 >>> Sampler(1.0).keep("m", None), Sampler(0.0).keep("m", None)
 (True, False)
 """
@@ -11,6 +28,7 @@ queue.  The value is a local of this call and of ``DeviceState.prepare`` only.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 from client_sdk._catalog import Catalog
@@ -23,8 +41,9 @@ from client_sdk._results import LifetimeSpend, PrivacyReport, RecordResult, Unit
 from client_sdk._store import Row
 from ldp_core._rng import SYSTEM_RNG, Rng
 from ldp_core.epsilon import adversary_accuracy
+from ldp_core.metric import MetricSpec
 
-__all__ = ["Sampler", "build_report", "record_into"]
+__all__ = ["Sampler", "build_report", "clamp", "record_into", "why_invalid"]
 
 
 class Sampler:
@@ -64,12 +83,17 @@ def record_into(
     lifetime_budgets: Mapping[str, float],
     now: float,
     rng: Rng | None,
+    strict: bool = False,
+    tally: Counter[str] | None = None,
 ) -> RecordResult:
-    """The record path shared by ``Client`` and ``Fleet`` devices."""
+    """The record path shared by ``Client`` and ``Fleet`` devices (see the module
+    docstring for bad values; ``tally`` counts ``clamped`` values)."""
     catalog = pipeline.catalog
     spec = catalog.get(metric)
     if spec is None:
-        pipeline.refused("unknown_metric")
+        pipeline.refused("unknown_metric", warn=(f"unknown|{metric}", (
+            f"metric {metric}: no spec for it on this device (bundled, cached or fetched):"
+            " not recorded, counted in counters().refused['unknown_metric']")))
         return RecordResult("unknown_metric", metric)
     if catalog.conflicted(metric):
         pipeline.refused("spec_conflict")
@@ -81,7 +105,23 @@ def record_into(
             + f" exceeds this device's caps (epsilon {caps.epsilon:g},"
             f" epsilon_inf {caps.epsilon_inf:g}): refused, no report")))
         return RecordResult("spec_over_cap", metric)
-    index = catalog.index_of(spec, value)
+    try:
+        index = catalog.index_of(spec, value)
+    except (ValueError, TypeError):
+        if strict:
+            raise
+        clamped = clamp(spec, value)
+        if clamped is None:
+            pipeline.refused("invalid_value", warn=(f"invalid|{metric}", (
+                f"metric {metric}: a value was refused ({why_invalid(spec, value)}):"
+                " not recorded, counted in counters().refused['invalid_value']")))
+            return RecordResult("invalid_value", metric)
+        index = clamped
+        if tally is not None:
+            tally["clamped"] += 1
+        pipeline.warn_once(f"clamp|{metric}", (
+            f"metric {metric}: a value outside [{spec.lo:g}, {spec.hi:g}] was clamped to"
+            " the nearest bound (counted in counters().clamped)"))
     if not sampler.keep(metric, rng):
         pipeline.refused("sampled_out")
         return RecordResult("sampled_out", metric)
@@ -107,6 +147,35 @@ def record_into(
             _QUEUED.clear()
         result = _QUEUED[key] = RecordResult("queued", metric, outcome.epoch)
     return result
+
+
+def clamp(spec: MetricSpec, value: object) -> float | None:
+    """A finite real number clamped to a numeric spec's [lo, hi]; None for anything
+    else (a bool, a string, NaN, an infinity, another kind of metric)."""
+    if (spec.kind != "numeric" or spec.lo is None or spec.hi is None
+            or isinstance(value, bool) or not isinstance(value, int | float)):
+        return None
+    number = float(value)
+    if not math.isfinite(number):
+        return None
+    return min(max(number, float(spec.lo)), float(spec.hi))
+
+
+def why_invalid(spec: MetricSpec, value: object) -> str:
+    """Why ``value`` is not in ``spec``'s domain, in words that never quote the value."""
+    if spec.kind == "categorical":
+        text = f"not one of the {len(spec.domain)} categories"
+        if isinstance(value, str) and value.casefold() in {
+                c.casefold() for c in spec.domain if isinstance(c, str)}:
+            text += " (a category differs only in case)"
+        elif not isinstance(value, str):
+            text += f" (a {type(value).__name__}, not a str)"
+        return text
+    if spec.kind == "boolean":
+        return f"not a boolean (a {type(value).__name__})"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"not a number (a {type(value).__name__})"
+    return "not a finite number"
 
 
 #: Immutable "queued" results, shared (a RecordResult holds no value).

@@ -21,7 +21,13 @@ __all__ = ["Counters", "LifetimeSpend", "PrivacyReport", "RecordResult", "Record
 #:                       ``PrivacyCaps`` (logged once per metric at WARNING)
 #: spec_conflict         refused: the spec changed under a (name, version) this device
 #:                       already knew; no report until a new version (logged once)
-#: unknown_metric        no spec for this name yet (fetched in the background; see Client)
+#: held                  no spec for this name yet, before the first fetch of the specs:
+#:                       the value is held in memory only (never on disk) and randomised
+#:                       and queued when the specs arrive (see ``HoldConfig``)
+#: unknown_metric        no spec for this name (after a fetch, or the hold is full)
+#: invalid_value         refused: not a category of the domain (case matters), not a
+#:                       boolean, not a finite number, a wrong type (logged once per
+#:                       metric at WARNING, never with the value; ``strict=True`` raises)
 #: sampled_out           skipped by ``sample_rate`` before randomising (no epsilon spent)
 #: disabled              ``enabled=False``: nothing is collected
 #: opted_out             ``opt_out()`` was called on this device
@@ -29,7 +35,8 @@ __all__ = ["Counters", "LifetimeSpend", "PrivacyReport", "RecordResult", "Record
 #: storage_error         the spool could not be written (disk full ...); nothing spent
 RecordStatus = Literal[
     "queued", "over_budget", "over_lifetime_budget", "spec_over_cap", "spec_conflict",
-    "unknown_metric", "sampled_out", "disabled", "opted_out", "closed", "storage_error",
+    "held", "unknown_metric", "invalid_value", "sampled_out", "disabled", "opted_out",
+    "closed", "storage_error",
 ]
 
 
@@ -61,7 +68,12 @@ class Counters:
     refused     record calls refused locally, by status (``over_budget``,
                 ``unknown_metric``, ``sampled_out`` ...)
     batches     HTTP batches answered 2xx
-    retries     delivery attempts that will be retried (network, 408, 429, 5xx)
+    retries     delivery attempts that will be retried (network, 408, 429, 5xx, and
+                401/403 while the key is refused)
+    clamped     numeric values outside [lo, hi] clamped to the nearest bound (queued)
+    held        values held in memory right now, waiting for the first spec fetch
+    config_errors  configuration errors seen, by kind (``invalid_key``: answers 401/403;
+                the reports are kept and retried, ``flush()`` returns False)
     """
 
     queued: int = 0
@@ -72,6 +84,9 @@ class Counters:
     refused: dict[str, int] = field(default_factory=dict)
     batches: int = 0
     retries: int = 0
+    clamped: int = 0
+    held: int = 0
+    config_errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def delivered(self) -> int:

@@ -44,73 +44,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from client_sdk._errors import StateError
+from client_sdk._schema import upgrade
 
 __all__ = ["Claimed", "Row", "Store", "private_file"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spool (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    report_id TEXT NOT NULL,
-    metric TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    epoch INTEGER NOT NULL,
-    token TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    charge REAL NOT NULL,
-    size INTEGER NOT NULL,
-    lease_until REAL NOT NULL DEFAULT 0,
-    lease_pid INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS budget (
-    metric TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    spent REAL NOT NULL,
-    reports INTEGER NOT NULL,
-    PRIMARY KEY (metric, epoch)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS lifetime (
-    metric TEXT NOT NULL,
-    value_key TEXT NOT NULL,
-    epsilon_inf REAL NOT NULL,
-    PRIMARY KEY (metric, value_key)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS names (
-    metric TEXT PRIMARY KEY,
-    high_water REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS versions (
-    metric TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    fingerprint TEXT NOT NULL,
-    PRIMARY KEY (metric, version)
-) WITHOUT ROWID;
-"""
-
-#: Schema 1 (ledger and lifetime keyed by version, a trigger charging on insert) to 2.
-#: Charges move to the name; old lifetime keys stay charged (their permanent responses
-#: were drawn under the old context, so a value memoised before is drawn, and charged,
-#: anew); the per-name high-water mark starts unknown (0).
-_MIGRATE_1 = """
-DROP TRIGGER IF EXISTS charge_ledger;
-INSERT INTO budget (metric, epoch, spent, reports)
-    SELECT metric, epoch, SUM(spent), SUM(reports) FROM ledger GROUP BY metric, epoch;
-DROP TABLE ledger;
-ALTER TABLE lifetime RENAME TO lifetime_v1;
-CREATE TABLE lifetime (
-    metric TEXT NOT NULL,
-    value_key TEXT NOT NULL,
-    epsilon_inf REAL NOT NULL,
-    PRIMARY KEY (metric, value_key)
-) WITHOUT ROWID;
-INSERT OR IGNORE INTO lifetime SELECT metric, value_key, epsilon_inf FROM lifetime_v1;
-DROP TABLE lifetime_v1;
-"""
 
 _INSERT = (
     "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, size)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-SCHEMA_VERSION = 2
 #: Fixed per-row overhead counted against the byte quota (ids, token, keys).
 ROW_OVERHEAD = 140
 
@@ -174,33 +115,11 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA secure_delete=ON")
         try:
-            self._upgrade(conn, target)
+            upgrade(conn, target)
         except BaseException:
             conn.close()
             raise
         return conn
-
-    @staticmethod
-    def _upgrade(conn: sqlite3.Connection, target: str) -> None:
-        """Create or migrate the schema, once, whoever else opens the file meanwhile."""
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version == SCHEMA_VERSION:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version > SCHEMA_VERSION:
-                raise StateError(f"{target} was written by a newer SDK (schema {version})")
-            for statement in _statements(_SCHEMA):
-                conn.execute(statement)
-            if version == 1:
-                for statement in _statements(_MIGRATE_1):
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def reopen_after_fork(self) -> None:
         """In a forked child: a connection of its own (an in-memory store starts empty).
@@ -396,10 +315,6 @@ def _tighten(db: Path) -> None:
                 os.chmod(f"{db}{suffix}", 0o600)
     except OSError as exc:
         raise StateError(f"cannot secure {db}: {exc}") from None
-
-
-def _statements(script: str) -> list[str]:
-    return [x.strip() for x in script.split(";") if x.strip()]
 
 
 def _values(row: Row) -> tuple[object, ...]:

@@ -21,13 +21,22 @@ Contract of ``send``:
 from __future__ import annotations
 
 import http.client
+import ipaddress
+import json
+import logging
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["Response", "Transport", "UrllibTransport"]
+from client_sdk._errors import ConfigError
+
+__all__ = ["KeyGuard", "KeyRejected", "Response", "Transport", "UrllibTransport", "check_url"]
+
+log = logging.getLogger("client_sdk")
 
 
 @dataclass(frozen=True)
@@ -106,3 +115,109 @@ class UrllibTransport:
 
 def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in items}
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8 and ::1.
+
+    >>> is_loopback("127.0.0.2"), is_loopback("::1"), is_loopback("localhost")
+    (True, True, True)
+    >>> is_loopback("10.0.0.1"), is_loopback("collector.example")
+    (False, False)
+    """
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str, *, allow_http: bool = False) -> str:
+    """The collector URL, checked: ``https``, or ``http`` to a loopback host, or any
+    ``http`` with ``allow_http=True`` (an ingest key and reports in clear text).
+
+    >>> check_url("https://collector.example/")
+    'https://collector.example/'
+    >>> check_url("http://127.0.0.1:8000")
+    'http://127.0.0.1:8000'
+    >>> check_url("http://collector.example")
+    Traceback (most recent call last):
+    client_sdk._errors.ConfigError: collector url 'http://collector.example' is plain http to \
+a host that is not loopback: use https, or pass allow_http=True
+    """
+    if not isinstance(url, str):
+        raise ConfigError(f"collector url must be a string, got {url!r}")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"collector url must be http(s)://host..., got {url!r}")
+    if parts.scheme == "http" and not allow_http and not is_loopback(parts.hostname):
+        raise ConfigError(f"collector url {url!r} is plain http to a host that is not"
+                          " loopback: use https, or pass allow_http=True")
+    return url
+
+
+class KeyRejected(ConnectionError):
+    """The collector refused the API key (401/403): raised by ``KeyGuard`` so that the
+    sender keeps the reports and retries with backoff instead of dropping them."""
+
+
+class KeyGuard:
+    """A ``Transport`` around another that turns a 401/403 into ``KeyRejected``.
+
+    A wrong or revoked ingest key is a configuration error, not a property of the
+    reports: they stay in the spool (retried with backoff) until the key works.
+    Each rejection is counted (``rejections``); the first one, and each change of
+    reason, is logged at ERROR with the URL and the reason (never the key).
+
+    >>> inner = type("T", (), {"send": lambda self, *a: Response(401, {},
+    ...     b'{"code": "invalid_key"}')})()
+    >>> guard = KeyGuard(inner)
+    >>> guard.send("GET", "http://127.0.0.1:9/v1/metrics", {}, None, 1.0)
+    Traceback (most recent call last):
+    client_sdk._transport.KeyRejected: http://127.0.0.1:9/v1/metrics: 401 invalid_key
+    >>> guard.rejections, guard.rejected
+    (1, True)
+    """
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.rejections = 0
+        #: True from a 401/403 until the next answer that is not one.
+        self.rejected = False
+        self._logged: str | None = None
+        self._lock = threading.Lock()
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float,
+    ) -> Response:
+        answer = self.inner.send(method, url, headers, body, timeout)
+        if answer.status not in (401, 403):
+            self.rejected = False
+            return answer
+        reason = f"{answer.status} {_code(answer.body) or 'no reason given'}"
+        with self._lock:
+            self.rejections += 1
+            self.rejected = True
+            first, self._logged = self._logged != reason, reason
+        if first:
+            log.error("collector at %s refused the api key: %s -- configuration error;"
+                      " reports are kept and retried until the key works", url, reason)
+        raise KeyRejected(f"{url}: {reason}")
+
+
+def _code(body: bytes) -> str | None:
+    """The ``code`` of a problem+json body, if it is a short identifier."""
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, TypeError):
+        return None
+    code = data.get("code") if isinstance(data, dict) else None
+    if isinstance(code, str) and code.replace("_", "").isalnum() and len(code) <= 64:
+        return code
+    return None

@@ -59,7 +59,8 @@ from collector.routers import health, metrics, reports
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import Telemetry
-from ldp_server.keys import KeyRing, RateLimiter
+from ldp_server.headers import API_HEADERS, install_security_headers
+from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
@@ -83,7 +84,6 @@ def create_app(
     runtime = Runtime(
         settings=settings,
         keys=KeyRing.from_keys(settings.keys_by_role()),
-        limiter=RateLimiter(settings.rate_limit_per_second, settings.rate_limit_burst),
         telemetry=Telemetry(),
         log=log,
         clock=clock,
@@ -95,6 +95,7 @@ def create_app(
             settings.redis_client(),
             shards=settings.shards,
             retention_seconds=settings.retention_days * 86400 + 86400,
+            tally_retention_seconds=settings.tally_retention_days * 86400,
             secret=settings.secret_bytes(),
         )
         app.state.store = store
@@ -110,6 +111,7 @@ def create_app(
     app = FastAPI(title="ldp-telemetry collector", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url=None)
     app.state.runtime = runtime
+    install_security_headers(app, API_HEADERS)
     origins = settings.cors_origin_list()
     if origins:
         app.add_middleware(

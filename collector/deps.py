@@ -4,13 +4,15 @@ The Redis client and the store are owned by the app's lifespan and kept on
 ``app.state``; routes receive them through these dependencies.  Every
 dependency is ``async`` (FastAPI would run a plain function in a thread).
 
-A role check reads the bearer key, finds its role in the key ring and takes
-one token of the key's rate limit, in this order (the first failure answers):
+A role check takes one token of the client's rate limit (per client address,
+kept in Redis: ``collector.store.limits``), then reads the bearer key and finds
+its role in the key ring, in this order (the first failure answers):
 
+    429 rate_limited  this client's bucket is empty (Retry-After); a flood,
+                      valid or not, empties only its sender's bucket
     401 missing_key   no ``Authorization: Bearer <key>``
     401 invalid_key   not one of the collector's keys
     403 wrong_role    a key of another role
-    429 rate_limited  the key's bucket is empty (Retry-After)
 
 >>> IngestKey, AdminKey, ReaderKey    # doctest: +ELLIPSIS
 (typing.Annotated[NoneType, Depends(...)], ...)
@@ -30,7 +32,7 @@ from collector.logs import log_event
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import Telemetry
-from ldp_server.keys import KeyRing, RateLimiter, bearer_key, key_digest
+from ldp_server.keys import KeyRing, bearer_key
 from ldp_server.problems import Problem
 from ldp_server.settings import Role
 
@@ -77,7 +79,6 @@ class Runtime:
 
     settings: Settings
     keys: KeyRing
-    limiter: RateLimiter
     telemetry: Telemetry
     log: logging.Logger
     clock: Callable[[], float]
@@ -111,6 +112,13 @@ def requires(*roles: Role) -> Callable[[Request], Awaitable[None]]:
 
     async def check(request: Request) -> None:
         runtime = await get_runtime(request)
+        settings = runtime.settings
+        address = request.client.host if request.client else "unknown"
+        store = await get_store(request)
+        wait = await store.take(address, settings.rate_limit_per_second, settings.rate_limit_burst)
+        if wait > 0:
+            raise Problem(429, "rate_limited", "too many requests from this client",
+                          headers={"Retry-After": str(max(1, math.ceil(wait)))})
         key = bearer_key(request.headers.get("authorization"))
         if key is None:
             raise Problem(401, "missing_key", "send the API key as 'Authorization: Bearer <key>'",
@@ -122,10 +130,6 @@ def requires(*roles: Role) -> Callable[[Request], Awaitable[None]]:
         if role not in roles:
             raise Problem(403, "wrong_role", f"this needs an {' or '.join(roles)} key, "
                           f"not an {role} key")
-        wait = runtime.limiter.take(key_digest(key))
-        if wait > 0:
-            raise Problem(429, "rate_limited", "too many requests for this key",
-                          headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
     return check
 

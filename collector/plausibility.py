@@ -24,7 +24,10 @@ probability ~6e-7) is the threshold.
 What neither check can see: a client that sends a report with an honest
 number of bits that always includes the target bit shifts the estimate of the
 target by a / (p* - q*) * (1 - q*) for a fraction a of such clients, and
-leaves the count law and the sum intact (README, "Poisoning").
+leaves the count law and the sum intact (README, "Poisoning").  That lie, the
+maximal gain attack of ``aggregator.attacks``, is what the estimate's own
+signals look for (``aggregator.poisoning``: impossible shares, drift of the
+latest epoch against the earlier ones, a robust median beside the estimate).
 
 >>> from ldp_core import mechanism
 >>> limit = max_set_bits(mechanism("oue", epsilon=1.0, domain_size=64))
@@ -39,7 +42,7 @@ from __future__ import annotations
 import math
 
 from ldp_core.base import Mechanism
-from ldp_core.mechanisms.unary import set_bits_tail
+from ldp_core.binomial_tail import set_bits_tail
 
 __all__ = [
     "FALSE_REJECTION",

@@ -18,9 +18,12 @@ digests; in prod it must come from the operator).
 Environment variables: ``LDP_REDIS_URL`` or ``LDP_REDIS_CLUSTER_NODES``
 (host:port,...), ``LDP_ADMIN_KEYS``, ``LDP_INGEST_KEYS``, ``LDP_ANALYST_KEYS``
 (comma-separated), ``LDP_DATA_DIR``, ``LDP_ENV``; tuning: ``LDP_SHARDS``,
-``LDP_RETENTION_DAYS``, ``LDP_CLOCK_SKEW_EPOCHS``, ``LDP_RATE_LIMIT_PER_SECOND``
-(requests per key; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
-``LDP_MAX_INFLATED_BYTES``, ``LDP_SERVER_SECRET`` (hex, >= 16 bytes; required in
+``LDP_RETENTION_DAYS`` (reports older are refused), ``LDP_TALLY_RETENTION_DAYS``
+(counters expire that long after their epoch; 400), ``LDP_CLOCK_SKEW_EPOCHS``,
+``LDP_RATE_LIMIT_PER_SECOND`` (requests per client address, shared by every
+worker through Redis; 0 disables), ``LDP_RATE_LIMIT_BURST``, ``LDP_MAX_BODY_BYTES``,
+``LDP_MAX_INFLATED_BYTES``, ``LDP_MAX_METRICS`` (1000) and ``LDP_MAX_CATALOG_BYTES``
+(8 MiB; the catalog every device fetches), ``LDP_SERVER_SECRET`` (hex, >= 16 bytes; required in
 prod, else one is created and kept in Redis), ``LDP_LOG_LEVEL``,
 ``LDP_CORS_ORIGINS`` (comma-separated origins that browsers may call from;
 empty, the default, sends no CORS header at all).  The shared fields and
@@ -54,19 +57,25 @@ class Settings(ServerSettings):
     shards: int = Field(default=4, ge=1, le=256)
     """Tally shards per metric-epoch (spreads hot keys; 1..256)."""
     retention_days: int = Field(default=31, ge=1, le=3660)
-    """Days reports are accepted back and dedupe state is kept."""
+    """Days back a report may be dated (older ones are refused)."""
+    tally_retention_days: int = Field(default=400, ge=1, le=3660)
+    """Days after its epoch a tally counter expires in Redis."""
     clock_skew_epochs: int = Field(default=1, ge=0, le=24)
     """Epochs into the future a report may claim (device clocks)."""
     rate_limit_per_second: float = Field(default=1000.0, ge=0)
-    """Requests per second per key and worker; 0 disables."""
+    """Requests per second per client address, shared by every worker through Redis; 0 disables."""
     rate_limit_burst: int = Field(default=2000, ge=1)
-    """Requests a key may send at once before the rate applies."""
+    """Requests a client may send at once before the rate applies."""
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     """Largest request body as sent (413 above)."""
     max_inflated_bytes: int = Field(default=4 << 20, ge=1024)
     """Largest body after gzip inflation (413 above)."""
     max_spec_bytes: int = Field(default=16 << 20, ge=1024)
     """Largest metric spec body."""
+    max_metrics: int = Field(default=1000, ge=1)
+    """Most metrics that can be registered."""
+    max_catalog_bytes: int = Field(default=8 << 20, ge=1024)
+    """Largest catalog (GET /v1/metrics, fetched by every device)."""
     server_secret: SecretStr | None = None
     """Hex, >= 16 bytes: the key of the dedupe digests (dev: made once, kept in Redis)."""
     log_level: str = "INFO"

@@ -36,6 +36,18 @@ class Api:
     def request(
         self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None
     ) -> Any:
+        """The decoded JSON answer of one request."""
+        return json.loads(self.request_raw(method, path, body, params) or b"null")
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        accept: str = "application/json",
+    ) -> bytes:
+        """The raw body of one request (e.g. CSV with ``params={"format": "csv"}``)."""
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         url = self.base_url.rstrip("/") + path
         if query:
@@ -45,12 +57,13 @@ class Api:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url, data=data, method=method)  # noqa: S310
         req.add_header("Authorization", f"Bearer {self.key}")
-        req.add_header("Accept", "application/json")
+        req.add_header("Accept", accept)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
-                return json.loads(resp.read() or b"null")
+                raw: bytes = resp.read()
+                return raw
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             try:
@@ -66,6 +79,10 @@ class Api:
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
+
+    def get_text(self, path: str, **params: Any) -> str:
+        """A GET whose answer is text (CSV, JSON lines), decoded as UTF-8."""
+        return self.request_raw("GET", path, params=params, accept="*/*").decode()
 
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, body=body)

@@ -128,7 +128,7 @@ def _system(args: argparse.Namespace) -> int:
         print(f"\n{inside} of {total} 95% intervals contain the truth (expect about 95%).")
         print(f"dashboard: {stack.aggregator_url}/  (sign in with the analyst key)")
         if args.keep:
-            print(f"sign-in link: {stack.aggregator_url}/?key={keys.analyst}")
+            print(f"analyst key (sign in with it; never put a key in a URL): {keys.analyst}")
             print("running; Ctrl-C stops everything", flush=True)
             code = max(code, wait_for_signal(stack, sys.stderr))
     except ApiError as exc:

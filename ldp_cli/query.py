@@ -21,6 +21,7 @@ __all__ = [
     "cmd_metric_create",
     "cmd_metric_list",
     "cmd_plot",
+    "estimate_params",
     "fetch_estimate",
     "spec_from_args",
 ]
@@ -62,13 +63,14 @@ def cmd_metric_create(args: argparse.Namespace) -> int:
 
 
 def cmd_metric_list(args: argparse.Namespace) -> int:
-    metrics = api_for(args, "collector").get("/v1/metrics")["metrics"]
+    """The registered metrics, read from the aggregator with the analyst key."""
+    metrics = api_for(args, "aggregator").get("/v1/metrics")["metrics"]
     if args.json:
         print(json.dumps(metrics, indent=2))
         return 0
     print(f"{'name':<28} {'ver':>3} {'kind':<12} {'mechanism':<14} {'epsilon':>7}  unit")
     for m in metrics:
-        unit = f"per {m['unit']}, per metric, per {m['epoch']}"
+        unit = m.get("unit_text") or f"per {m['unit']}, per metric, per {m['epoch']}"
         print(
             f"{m['name']:<28} {m['version']:>3} {m['kind']:<12} {m['mechanism']:<14} "
             f"{m['epsilon']:>7g}  {unit}"
@@ -78,23 +80,35 @@ def cmd_metric_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def estimate_params(args: argparse.Namespace, series: bool = False) -> dict[str, Any]:
+    """The query of GET /v1/estimates/{name}: the window as given (the server converts
+    dates and ``--since`` with the metric's epoch length)."""
+    return {
+        "start": args.start,
+        "end": args.end,
+        "since": getattr(args, "since", None),
+        "confidence": args.confidence,
+        "consistent": getattr(args, "consistent", False) or None,
+        "series": "epoch" if series else None,
+    }
+
+
 def fetch_estimate(
     api: Api, name: str, args: argparse.Namespace, series: bool = False
 ) -> dict[str, Any]:
-    body: dict[str, Any] = api.get(
-        f"/v1/estimates/{name}",
-        start=args.start,
-        end=args.end,
-        confidence=args.confidence,
-        consistent=getattr(args, "consistent", False) or None,
-        series="epoch" if series else None,
-    )
+    body: dict[str, Any] = api.get(f"/v1/estimates/{name}", **estimate_params(args, series))
     return body
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    body = fetch_estimate(api_for(args, "aggregator"), args.name, args, series=args.series)
-    if args.json:
+    api = api_for(args, "aggregator")
+    fmt = "json" if args.json else getattr(args, "format", "table")
+    if fmt in ("csv", "jsonl"):
+        params = estimate_params(args, args.series)
+        sys.stdout.write(api.get_text(f"/v1/estimates/{args.name}", format=fmt, **params))
+        return 0
+    body = fetch_estimate(api, args.name, args, series=args.series)
+    if fmt == "json":
         print(json.dumps(body, indent=2))
     else:
         print(format_estimate(body))

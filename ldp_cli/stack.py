@@ -1,7 +1,6 @@
 """The running system of ``ldp up``: embedded Redis, collector, aggregator.
 
-Each service is its own process (uvicorn ``--factory ldp_cli.serve:<name>_app``:
-the app with its HTTP latency metrics; never imported here),
+Each service is its own process (uvicorn ``--factory``, never imported here),
 bound to a loopback port, with access logs off (no IP, no key in logs), and
 stopped by its own pid in reverse order: aggregator, collector, then Redis
 (SIGTERM: Redis flushes its append-only file, so data persists).
@@ -11,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.logs import uvicorn_log_config
 from ldp_cli.keys import Keys
 from ldp_cli.lock import DataLock
-from ldp_server import processes
 from ldp_server.redis_server import RedisServer, free_port
 from ldp_server.service import ServiceError, UvicornService, spawn_uvicorn
 
@@ -39,8 +38,11 @@ class Stack:
     redis_url: str
     redis: RedisServer | None
     services: list[Service] = field(default_factory=list)
+    #: What each service was started with, to start it again (supervision).
     env: dict[str, str] = field(default_factory=dict)
-    host: str = "127.0.0.1"
+    #: Consecutive failed health probes per child ("redis", "collector", ...).
+    misses: dict[str, int] = field(default_factory=dict)
+    #: The data folder's lock (``ldp_cli.lock``), released last by ``stop``.
     lock: DataLock | None = None
 
     @classmethod
@@ -63,9 +65,9 @@ class Stack:
         """
         redis = None
         if not redis_url and not cluster_nodes:
-            redis = RedisServer.start(data_dir / "redis", bound=True)
+            redis = RedisServer.start(data_dir / "redis", bound=True, guarded=True)
             redis_url = redis.url
-        stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis, host=host)
+        stack = cls(data_dir, redis_url or f"cluster {cluster_nodes}", redis)
         try:
             target = (
                 {"LDP_REDIS_CLUSTER_NODES": cluster_nodes, "LDP_REDIS_URL": ""}
@@ -95,32 +97,11 @@ class Stack:
             log_config.parent.mkdir(parents=True, exist_ok=True)
             log_config.write_text(json.dumps(uvicorn_log_config("warning")))
         return spawn_uvicorn(
-            f"ldp_cli.serve:{name}_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
+            f"{name}.app:create_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
             log_path=self.data_dir / "logs" / f"{name}.log", name=name, host=host, port=port,
             bound=True,  # the CLI has no other thread yet
             log_config=log_config,  # every line JSON, uvicorn's included
         )
-
-    def restart(self, name: str, timeout: float = 30.0) -> Service:
-        """Kill the service ``name`` (SIGKILL, reaped) and start it again on its port."""
-        index = next(i for i, s in enumerate(self.services) if s.name == name)
-        old = self.services[index]
-        old.kill()
-        new = self._spawn(name, old.host, old.port, self.env)
-        self.services[index] = new
-        new.wait_ready(timeout=timeout)
-        return new
-
-    def restart_redis(self, timeout: float = 15.0) -> None:
-        """Kill the embedded Redis (reaped: no zombie) and start it again on its port
-        and folder; it replays its append-only file.  Done when every service's
-        /readyz answers again (the collector then takes reports at once)."""
-        assert self.redis is not None
-        self.redis.kill()
-        self.redis.restart()
-        for service in self.services:
-            if not processes.wait_http_ok(service.url + "/readyz", service.process, timeout):
-                raise StackError(f"{service.name} not ready after the Redis restart")
 
     def url(self, name: str) -> str:
         return next(s.url for s in self.services if s.name == name)
@@ -137,6 +118,40 @@ class Stack:
         """Services that exited on their own."""
         return [s for s in self.services if not s.alive()]
 
+    def supervise(self, probe: bool, *, patience: int = 3) -> list[tuple[str, str]]:
+        """Restart every child that died, or (``probe``) failed ``patience`` health
+        checks in a row (a hung process: its port open, no answer in 2 s); Redis
+        first, on its own port and folder.  Returns (child, reason) per restart."""
+        restarted: list[tuple[str, str]] = []
+        if self.redis is not None:
+            reason = self._verdict("redis", self.redis.process.poll(),
+                                   self.redis.ping() if probe else None, patience)
+            if reason:
+                self.redis.kill()
+                self.redis.restart()
+                restarted.append(("redis", reason))
+        for i, service in enumerate(self.services):
+            healthy = _healthy(service.url) if probe else None
+            reason = self._verdict(service.name, service.process.poll(), healthy, patience)
+            if reason:
+                service.kill()
+                self.services[i] = self._spawn(service.name, service.host, service.port, self.env)
+                self.services[i].wait_ready(timeout=60.0)
+                restarted.append((service.name, reason))
+        return restarted
+
+    def _verdict(self, name: str, code: int | None, healthy: bool | None, patience: int) -> str:
+        if code is not None:
+            self.misses[name] = 0
+            return f"exited with {code}"
+        if healthy is None:
+            return ""
+        self.misses[name] = 0 if healthy else self.misses.get(name, 0) + 1
+        if self.misses[name] >= patience:
+            self.misses[name] = 0
+            return f"no answer to {patience} health checks"
+        return ""
+
     def stop(self) -> None:
         """Aggregator, collector, then Redis; each by its own pid; then the folder's lock."""
         for service in reversed(self.services):
@@ -145,3 +160,12 @@ class Stack:
             self.redis.stop()
         if self.lock is not None:
             self.lock.release()
+
+
+def _healthy(url: str) -> bool:
+    """GET /healthz answers 200 within 2 s."""
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2.0) as answer:  # noqa: S310
+            return bool(answer.status == 200)
+    except (OSError, ValueError):
+        return False

@@ -21,12 +21,29 @@ def _pct(confidence: float) -> str:
     return f"{confidence * 100:g}%"
 
 
+def _utc(epoch: int, body: Mapping[str, Any]) -> str:
+    """The UTC start of an epoch of the body's metric.
+
+    >>> _utc(20400, {"epoch_seconds": 86400, "epoch_length": "day"})
+    '2025-11-08'
+    """
+    import time
+
+    fmt = "%Y-%m-%d" if body.get("epoch_length") == "day" else "%Y-%m-%d %H:00"
+    return time.strftime(fmt, time.gmtime(epoch * int(body["epoch_seconds"])))
+
+
 def header_lines(body: Mapping[str, Any]) -> list[str]:
     """Metric, mechanism, epsilon with its unit, window and n."""
     window = body.get("window") or {}
     span = ""
     if window.get("first_epoch") is not None:
-        span = f" (epochs {window['first_epoch']}..{window['last_epoch']})"
+        span = f" (epochs {window['first_epoch']}..{window['last_epoch']}"
+        if body.get("epoch_seconds"):
+            first = _utc(window["first_epoch"], body)
+            last = _utc(window["last_epoch"], body)
+            span += f", {first}" + ("" if last == first else f" to {last}") + " UTC"
+        span += ")"
     lifetime = f"; lifetime eps_inf = {body['epsilon_inf']:g}" if body.get("epsilon_inf") else ""
     return [
         f"{body['metric']} v{body['version']}: {body['kind']}, mechanism {body['mechanism']}, "
@@ -34,6 +51,17 @@ def header_lines(body: Mapping[str, Any]) -> list[str]:
         f"window: {window.get('epochs', 0)} {body.get('epoch_length', 'epoch')}(s){span}, "
         f"n = {body['n']} reports, {_pct(body['confidence'])} intervals",
     ]
+
+
+def _has_consistent(body: Mapping[str, Any]) -> bool:
+    """True when the estimate carries consistent values (``--consistent``)."""
+    values = (body.get("estimate") or {}).get("values") or []
+    return any("consistent" in v for v in values)
+
+
+def _consistent_cell(e: Mapping[str, Any]) -> str:
+    value = e.get("consistent")
+    return f"{value:>10.4f}" if value is not None else f"{'–':>10}"
 
 
 def format_estimate(
@@ -48,7 +76,9 @@ def format_estimate(
         return "\n".join(lines)
     conf = _pct(body["confidence"])
     with_truth = truth is not None
+    with_consistent = _has_consistent(body)
     head = f"{'value':<24} {'estimate':>9} {'stderr':>9}  {conf + ' interval':<21}"
+    head += f" {'consistent':>10}" if with_consistent else ""
     lines.append(head + ("     truth  inside" if with_truth else ""))
     rows: Sequence[tuple[str, Mapping[str, Any], float | None]]
     est = body["estimate"]
@@ -65,6 +95,8 @@ def format_estimate(
             f"{label[:24]:<24} {e['value']:>9.4f} {e['stderr']:>9.4f}  "
             f"[{e['ci_low']:>8.4f}, {e['ci_high']:>8.4f}]"
         )
+        if with_consistent:
+            line += f" {_consistent_cell(e)}"
         if with_truth and true is not None:
             inside = "yes" if e["ci_low"] <= true <= e["ci_high"] else "NO"
             line += f" {true:>9.4f}  {inside}"

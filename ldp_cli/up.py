@@ -7,10 +7,12 @@ once; later runs print where they are kept.  Data persists in DIR/redis.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
@@ -24,7 +26,7 @@ from ldp_cli.keys import (
 )
 from ldp_cli.lock import DataLock
 from ldp_cli.stack import Stack, StackError
-from ldp_cli.supervise import Supervisor
+from ldp_cli.supervise import StatusFile
 
 __all__ = ["add_arguments", "banner", "cmd_up", "start_stack", "wait_for_signal"]
 
@@ -86,16 +88,24 @@ def banner(stack: Stack, keys: Keys, created: bool, data_dir: Path, out: TextIO)
         print(f"  admin    {keys.admin}", file=out)
         print(f"  ingest   {keys.ingest}", file=out)
         print(f"  analyst  {keys.analyst}", file=out)
-        print(f"dashboard sign-in link: {stack.aggregator_url}/?key={keys.analyst}", file=out)
+        print(f"dashboard:  sign in at {stack.aggregator_url}/ with the analyst key", file=out)
     else:
         print(f"keys:       in {data_dir / 'keys.json'} (shown on the first run only)", file=out)
     out.flush()
 
 
-def wait_for_signal(stack: Stack, out: TextIO) -> int:
-    """Supervise the children (``ldp_cli.supervise``) until SIGINT/SIGTERM; then 0.
+#: A child restarted this many times within RESTART_WINDOW seconds is given up on.
+MAX_RESTARTS, RESTART_WINDOW = 5, 60.0
 
-    A dead or hung child is restarted and each restart is a JSON line on ``out``.
+
+def wait_for_signal(stack: Stack, out: TextIO, *, probe_every: float = 2.0) -> int:
+    """Supervise until SIGINT/SIGTERM (0), or a child that keeps dying (1).
+
+    Every 0.5 s a child that exited is started again; every ``probe_every`` s each
+    is asked for its health (Redis: PING; the services: GET /healthz in 2 s) and
+    one that fails three checks in a row is killed and started again.  Each
+    restart is one JSON line on ``out``.  DIR/status.json says ``running`` only
+    while every child is alive and answered its last check (``ldp status``).
     """
     stop = threading.Event()
 
@@ -104,14 +114,39 @@ def wait_for_signal(stack: Stack, out: TextIO) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    supervisor = Supervisor(stack, out)
+    status = StatusFile(stack)
+    history: list[float] = []
+    next_probe = time.monotonic() + probe_every
     try:
-        supervisor.run(stop)
+        while not stop.wait(0.5):
+            now = time.monotonic()
+            probe = now >= next_probe
+            if probe:
+                next_probe = now + probe_every
+            status.update()  # a child found dead is "degraded" before its restart
+            try:
+                restarts = stack.supervise(probe)
+            except (StackError, RuntimeError, OSError) as exc:
+                _event(out, "restart_failed", error=str(exc).splitlines()[0])
+                return 1
+            for child, reason in restarts:
+                _event(out, "restarted", child=child, reason=reason)
+                history.append(now)
+            history[:] = [t for t in history if now - t < RESTART_WINDOW]
+            if len(history) > MAX_RESTARTS:
+                _event(out, "giving_up", restarts=len(history), seconds=RESTART_WINDOW)
+                return 1
+            status.update()
         return 0
     finally:
-        supervisor.clear()
+        status.clear()
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _event(out: TextIO, event: str, **fields: object) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(json.dumps({"ts": stamp, "event": event, **fields}), file=out, flush=True)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -10,13 +10,13 @@ ships to devices.  Each family lives in one module of ``ldp_core.mechanisms``;
 True
 """
 
-from ldp_core.base import Bounded, Hashed, Kind, Mechanism, Memoisable, Payload, Report
+from ldp_core.base import Kind, Mechanism, Payload, Report
+from ldp_core.capabilities import Bounded, Hashed, Memoisable, Numeric
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.binary import BinaryRR, ForcedResponse, LongitudinalBinaryRR
 from ldp_core.mechanisms.grr import GRR, LongitudinalGRR
-from ldp_core.mechanisms.hadamard import HadamardResponse, LongitudinalHadamard
 from ldp_core.mechanisms.mean import LongitudinalOneBitMean, OneBitMean
 from ldp_core.mechanisms.olh import OLH, LongitudinalOLH
 from ldp_core.mechanisms.unary import OUE, SUE, LongitudinalOUE, LongitudinalSUE, UnaryEncoding
@@ -32,18 +32,17 @@ __all__ = [
     "BinaryRR",
     "Bounded",
     "ForcedResponse",
-    "HadamardResponse",
     "Hashed",
     "Kind",
     "LongitudinalBinaryRR",
     "LongitudinalGRR",
-    "LongitudinalHadamard",
     "LongitudinalOLH",
     "LongitudinalOUE",
     "LongitudinalOneBitMean",
     "LongitudinalSUE",
     "Mechanism",
     "Memoisable",
+    "Numeric",
     "OneBitMean",
     "Payload",
     "Report",

@@ -16,9 +16,22 @@ from __future__ import annotations
 import os
 import secrets
 from array import array
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["SYSTEM_RNG", "Rng", "bernoulli", "random_bytes", "resolve", "uniform_words"]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = [
+    "SYSTEM_RNG",
+    "Rng",
+    "bernoulli",
+    "random_bytes",
+    "ratio_draws",
+    "resolve",
+    "uniform_words",
+    "words",
+]
 
 #: Resolution of every probability threshold: probabilities are num / 2**32.
 WORD_BITS = 32
@@ -68,6 +81,20 @@ def random_bytes(count: int, rng: Rng) -> bytes:
     if rng is SYSTEM_RNG:
         return os.urandom(count)
     return rng.getrandbits(8 * count).to_bytes(count, "little") if count else b""
+
+
+def words(gen: Any, n: int) -> npt.NDArray[np.int64]:
+    """n uniform integers in [0, 2**32) from a numpy Generator, as the device draws them."""
+    import numpy as np
+
+    return gen.integers(0, WORD, size=n, dtype=np.int64)  # type: ignore[no-any-return]
+
+
+def ratio_draws(num: int, den: int, n: int, gen: Any) -> npt.NDArray[np.bool_]:
+    """n Bernoulli(num/den) by an integer comparison, like ``_rng.bernoulli``."""
+    import numpy as np
+
+    return gen.integers(0, den, size=n, dtype=np.int64) < num  # type: ignore[no-any-return]
 
 
 assert array("I").itemsize == 4, "ldp_core needs 32-bit unsigned array items"

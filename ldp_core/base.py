@@ -15,14 +15,13 @@ A mechanism is built from (epsilon, domain) and holds, in one frozen object:
   ``max_set_bits`` and ``tally_sum_law`` (the collector's plausibility check),
   ``count_variance`` (``aggregator.estimate``).
 
-Capabilities that only some mechanisms have are protocols: ``Bounded`` (a
-numeric range), ``Hashed`` (a public hash family), ``Memoisable`` (two-level,
-with a permanent response).
+Capabilities that only some mechanisms have are protocols
+(``ldp_core.capabilities``: ``Bounded``, ``Hashed``, ``Memoisable``).
 
 >>> from ldp_core import mechanism
 >>> m = mechanism("grr", epsilon=1.0, domain_size=4)
->>> isinstance(m, Bounded), m.max_set_bits(), m.direct_payload
-(False, None, 4)
+>>> m.max_set_bits(), m.direct_payload
+(None, 4)
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ldp_core._rng import Rng, resolve
 
@@ -41,12 +40,11 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "Bounded",
     "Design",
-    "Hashed",
+    "IntReport",
     "Kind",
     "Mechanism",
-    "Memoisable",
+    "OverIndices",
     "Payload",
     "Report",
 ]
@@ -193,13 +191,12 @@ class Mechanism(ABC):
             for v in distinct:
                 out += gen.multinomial(counts[v], self.output_distribution(int(v)), size=trials)
             return out
-        if trials != 1:
-            raise ValueError("too large to simulate several trials at once; loop over seeds")
-        out1 = np.zeros(self.num_counters, dtype=np.int64)
-        for start in range(0, len(index), CHUNK):
-            batch = self.sample(index[start : start + CHUNK], gen)
-            out1 += np.bincount(self.batch_counters(batch), minlength=self.num_counters)
-        return out1[None, :]
+        out = np.zeros((trials, self.num_counters), dtype=np.int64)
+        for trial in range(trials):
+            for start in range(0, len(index), CHUNK):
+                batch = self.sample(index[start : start + CHUNK], gen)
+                out[trial] += np.bincount(self.batch_counters(batch), minlength=self.num_counters)
+        return out
 
     def _check_indices(self, values: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
         import numpy as np
@@ -266,6 +263,10 @@ class Mechanism(ABC):
         p, q = self.p_star, self.q_star
         return q * (1 - q) / (p - q) ** 2
 
+    def average_variance(self) -> float:
+        """The variance ``auto`` breaks near ties with (means: over uniform values)."""
+        return self.unit_variance()
+
     def support_counts(self, tallies: Sequence[int] | npt.NDArray[np.int64]) -> list[int]:
         """C(v) for every v in the domain, from the summed tally vector."""
         if len(tallies) != self.num_counters:
@@ -287,44 +288,56 @@ class Mechanism(ABC):
         }
 
 
-@runtime_checkable
-class Bounded(Protocol):
-    """A numeric mechanism over [lo, hi] whose P[report = 1] is linear in the value."""
+class IntReport(Mechanism):
+    """A report that is one int in [0, num_counters), its own (only) counter.
+
+    ``decode_code`` is the reason given for an int out of range.
+    """
+
+    decode_code: ClassVar[str] = "bucket_out_of_range"
 
     @property
-    def lo(self) -> float: ...
+    def direct_payload(self) -> int:
+        return self.num_counters
+
+    def counters(self, report: Report) -> tuple[int, ...]:
+        assert isinstance(report, int)
+        return (report,)
+
+    def encode(self, report: Report) -> int:
+        assert isinstance(report, int)
+        return report
+
+    def decode(self, payload: object) -> int:
+        return int_payload(payload, self.num_counters, self.decode_code)
+
+    def batch_counters(self, batch: Batch) -> npt.NDArray[np.int64]:
+        return batch.astype("int64")  # type: ignore[no-any-return]
+
+
+class OverIndices(Mechanism):
+    """A one-level mechanism built from (epsilon, domain_size) over [0, domain_size).
+
+    Its dataclass declares the fields ``declared_epsilon`` and ``size``.
+    """
+
+    declared_epsilon: float
+    size: int
+
+    @classmethod
+    def create(cls, params: dict[str, Any]) -> Mechanism:
+        return cls(need(params, "epsilon", cls.name), need(params, "domain_size", cls.name))  # type: ignore[call-arg]
 
     @property
-    def hi(self) -> float: ...
-
-    def one_probability(self, value: float) -> Fraction: ...
-
-
-@runtime_checkable
-class Hashed(Protocol):
-    """A mechanism whose reports carry a public hash seed (OLH and its two-level form)."""
+    def epsilon(self) -> float:
+        return self.declared_epsilon
 
     @property
-    def g(self) -> int: ...
+    def domain_size(self) -> int:
+        return self.size
 
-    @property
-    def num_seeds(self) -> int: ...
-
-    def bucket(self, seed: int, value: int) -> int: ...
-
-
-@runtime_checkable
-class Memoisable(Protocol):
-    """A two-level mechanism: a permanent response memoised per (secret, context, value)."""
-
-    @property
-    def epsilon_inf(self) -> float: ...
-
-    def permanent_response(self, value: object, secret: bytes, context: str) -> Report: ...
-
-    def randomize_memoised(
-        self, value: object, secret: bytes, context: str, rng: Rng | None = None
-    ) -> Report: ...
+    def check_value(self, value: object) -> int:
+        return check_index(value, self.size)
 
 
 def check_domain_size(domain_size: object) -> int:
@@ -362,17 +375,3 @@ def need(params: dict[str, Any], what: str, name: str) -> Any:
     if value is None:
         raise ValueError(f"mechanism {name!r} needs {what}=")
     return value
-
-
-def words(gen: Any, n: int) -> npt.NDArray[np.int64]:
-    """n uniform integers in [0, 2**32) from a numpy Generator, as the device draws them."""
-    import numpy as np
-
-    return gen.integers(0, 1 << 32, size=n, dtype=np.int64)  # type: ignore[no-any-return]
-
-
-def ratio_draws(num: int, den: int, n: int, gen: Any) -> npt.NDArray[np.bool_]:
-    """n Bernoulli(num/den) by an integer comparison, like ``_rng.bernoulli``."""
-    import numpy as np
-
-    return gen.integers(0, den, size=n, dtype=np.int64) < num  # type: ignore[no-any-return]

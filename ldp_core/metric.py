@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -30,6 +31,16 @@ MetricKind = Literal["boolean", "categorical", "numeric"]
 EPOCH_SECONDS = {"hour": 3600, "day": 86400}
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_CATEGORIES = 1 << 16
+#: The largest epsilon a spec may ask per report, and over a lifetime.  At eps = 10
+#: one report already lets an observer guess a yes/no answer right 99.995% of the
+#: time: past it the randomisation is a formality.  (Devices cap lower by default.)
+MAX_SPEC_EPSILON = 10.0
+MAX_SPEC_EPSILON_INF = 20.0
+#: Counters one report may set on average: beyond it a 1 MiB batch merges millions of
+#: increments (an OUE report over 65,536 values sets ~18,000); olh and hadamard fit.
+MAX_COUNTERS_PER_REPORT = 1024
+#: Counters x epochs of one metric over 31 days (hourly OLH at d = 65,536 is 73M).
+MAX_COUNTER_EPOCHS = 1 << 24
 
 #: The estimate each metric kind asks of its mechanism.
 _KIND: dict[str, Kind] = {"boolean": "binary", "categorical": "frequency", "numeric": "mean"}
@@ -44,6 +55,38 @@ class SpecError(ValueError):
     def __init__(self, errors: dict[str, str]) -> None:
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
         self.errors = errors
+
+
+def _check_cost(built: Mechanism, epoch: str) -> None:
+    """SpecError for a mechanism too costly to keep (see the MAX_* bounds above)."""
+    law = built.tally_sum_law()
+    if law is not None and law[0] > MAX_COUNTERS_PER_REPORT:
+        raise SpecError({"mechanism": (
+            f"{built.name} sets {law[0]:.0f} counters per report on average over "
+            f"{built.domain_size} values (at most {MAX_COUNTERS_PER_REPORT}); "
+            "olh or hadamard keep a large domain cheap"
+        )})
+    epochs = 31 * 86400 // EPOCH_SECONDS[epoch]
+    if built.num_counters * epochs > MAX_COUNTER_EPOCHS:
+        raise SpecError({"epoch": (
+            f"{built.num_counters} counters x {epochs} epochs a month is over "
+            f"{MAX_COUNTER_EPOCHS}; use a daily epoch or a smaller domain"
+        )})
+
+
+#: Unicode categories a label may not hold: controls (NUL included), format
+#: characters (the bidi overrides and isolates, zero-width joiners), surrogates,
+#: private use, unassigned, and line or paragraph separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def unprintable(text: str) -> bool:
+    r"""Whether ``text`` holds a character that can hide or reorder what is shown.
+
+    >>> unprintable("chrome"), unprintable("evil\u202eexe.txt"), unprintable("a\x00")
+    (False, True, True)
+    """
+    return any(unicodedata.category(ch) in _UNPRINTABLE for ch in text)
 
 
 def _text(value: object) -> str | None:
@@ -120,6 +163,8 @@ class MetricSpec:
             )
         try:
             epsilon = check_epsilon(data.get("epsilon"))  # type: ignore[arg-type]
+            if epsilon > MAX_SPEC_EPSILON:
+                raise ValueError(f"epsilon must be at most {MAX_SPEC_EPSILON:g}, got {epsilon}")
         except ValueError as exc:
             errors["epsilon"] = str(exc)
             epsilon = 1.0
@@ -140,6 +185,10 @@ class MetricSpec:
                 errors["domain"] = f"must be a list of 2 to {MAX_CATEGORIES} non-empty strings"
             elif len(set(raw)) != len(raw):
                 errors["domain"] = "categories must be distinct"
+            elif (bad := next((i for i, x in enumerate(raw) if unprintable(x)), None)) is not None:
+                errors["domain"] = (
+                    f"category {bad} holds a control, format (bidi) or unassigned character"
+                )
             else:
                 domain = tuple(raw)
         elif kind == "numeric":
@@ -151,7 +200,7 @@ class MetricSpec:
         if epoch not in EPOCH_SECONDS:
             errors["epoch"] = f"must be 'hour' or 'day', got {data.get('epoch')!r}"
         unit = data.get("unit", "device")
-        if not isinstance(unit, str) or not 0 < len(unit) <= 64:
+        if not isinstance(unit, str) or not 0 < len(unit) <= 64 or unprintable(unit):
             errors["unit"] = f"must be a short text such as 'device', got {unit!r}"
         epsilon_inf = None
         longitudinal = data.get("longitudinal")
@@ -161,6 +210,11 @@ class MetricSpec:
             else:
                 try:
                     epsilon_inf = check_epsilon(longitudinal["epsilon_inf"], "epsilon_inf")
+                    if epsilon_inf > MAX_SPEC_EPSILON_INF:
+                        raise ValueError(
+                            f"epsilon_inf must be at most {MAX_SPEC_EPSILON_INF:g}, "
+                            f"got {epsilon_inf}"
+                        )
                     if epsilon_inf <= epsilon:
                         errors["longitudinal"] = (
                             f"epsilon_inf {epsilon_inf} must exceed the per-report "
@@ -194,6 +248,7 @@ class MetricSpec:
             built = spec.build()
         except ValueError as exc:
             raise SpecError({"mechanism": str(exc)}) from None
+        _check_cost(built, spec.epoch)
         return replace(spec, mechanism=built.name)
 
     def to_json(self) -> dict[str, Any]:
@@ -231,7 +286,8 @@ class MetricSpec:
 
     def _make(self) -> Mechanism:
         kind = _KIND[self.kind]
-        name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size)
+        levels = 1 if self.epsilon_inf is None else 2
+        name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels)
         d = self.domain_size if kind == "frequency" else None
         if self.epsilon_inf is not None:
             return longitudinal(

@@ -1,4 +1,4 @@
-"""API keys by role, bearer headers, dashboard sessions, and a per-key rate limit.
+"""API keys by role and bearer headers, for both services.
 
 One key ring for both services.  Keys are held only as SHA-256 digests and a
 presented key is compared with every one in constant time:
@@ -10,33 +10,21 @@ presented key is compared with every one in constant time:
 >>> ring.check_bearer(header, "admin"), ring.check_bearer(header, "ingest")
 (True, False)
 
-A dashboard session cookie is derived from a key (HMAC of its digest), never
-the key itself:
-
->>> ring.check_session(ring.session_for("a" * 24)), ring.check_session("0" * 64)
-(True, False)
-
-A bucket holds ``burst`` tokens and refills at ``rate`` per second; a request
-takes one, or learns how long to wait:
-
->>> limiter = RateLimiter(rate=1.0, burst=2)
->>> [limiter.take("k", now=0.0) for _ in range(3)]
-[0.0, 0.0, 1.0]
+Dashboard sessions are random ids in Redis (``aggregator.sessions``); rate
+limits are per client, in Redis (``collector.store.limits``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ldp_server.settings import Role
 
-__all__ = ["KeyRing", "RateLimiter", "bearer_key", "key_digest"]
+__all__ = ["KeyRing", "bearer_key", "key_digest"]
 
-_SESSION_LABEL = b"ldp-dashboard-session-v1"
 
 
 def key_digest(key: str) -> bytes:
@@ -83,44 +71,3 @@ class KeyRing:
         key = bearer_key(authorization)
         return key is not None and self.check_key(key, *roles)
 
-    @staticmethod
-    def _session(digest: bytes) -> str:
-        return hmac.new(digest, _SESSION_LABEL, hashlib.sha256).hexdigest()
-
-    def session_for(self, key: str) -> str:
-        """The session cookie value for a (checked) key: derived from it, not the key."""
-        return self._session(key_digest(key))
-
-    def check_session(self, value: str | None) -> bool:
-        """True iff a session value was derived from a held key (every entry compared)."""
-        if not value:
-            return False
-        found = False
-        for digest, _ in self.entries:
-            found |= hmac.compare_digest(value.encode(), self._session(digest).encode())
-        return found
-
-
-@dataclass
-class RateLimiter:
-    """Token buckets per key digest, in process memory (each worker has its own)."""
-
-    rate: float
-    burst: int
-    max_keys: int = 10_000
-    _buckets: dict[bytes | str, tuple[float, float]] = field(default_factory=dict)
-
-    def take(self, key: bytes | str, now: float | None = None) -> float:
-        """0.0 if the request may go ahead, else the seconds to wait before retrying."""
-        if self.rate <= 0:
-            return 0.0
-        now = time.monotonic() if now is None else now
-        tokens, last = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-        if tokens >= 1.0:
-            if len(self._buckets) >= self.max_keys and key not in self._buckets:
-                self._buckets.clear()  # only valid keys reach here; bounded memory anyway
-            self._buckets[key] = (tokens - 1.0, now)
-            return 0.0
-        self._buckets[key] = (tokens, now)
-        return (1.0 - tokens) / self.rate

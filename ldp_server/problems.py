@@ -60,6 +60,7 @@ CODES: dict[str, str] = {
     "batch_shape": "the batch is not six columns of one length (ldp_core.wire)",
     "batch_size": "the batch holds no report or more than the limit",
     "invalid_spec": "the metric spec is not valid (errors: field -> message)",
+    "quota_exceeded": "the registry is full: too many metrics, or the catalog too large",
     # keys
     "missing_key": "no 'Authorization: Bearer <key>' header",
     "invalid_key": "the key is not one of this service's keys",
@@ -72,6 +73,7 @@ CODES: dict[str, str] = {
     "unknown_version": "the metric exists, that version does not",
     # estimates
     "bad_window": "start must be below end",
+    "bad_date": "start, end or since is not an epoch number, a UTC date or <N><h|d|w>",
     "window_too_large": "the window holds more epochs than the server allows",
     "unknown_category": "a compared value is not a category of the metric",
     "bad_compare": "the comparison asked does not fit the metric's kind",

@@ -88,6 +88,7 @@ class RedisServer:
     process: subprocess.Popen[bytes]
     extra: tuple[str, ...] = ()
     bound: bool = False
+    password: str | None = None
 
     @classmethod
     def start(
@@ -99,18 +100,25 @@ class RedisServer:
         timeout: float = 10.0,
         *,
         bound: bool = False,
+        guarded: bool = False,
+        maxmemory: str = "1gb",
     ) -> RedisServer:
         """Start and wait until it answers PING.
 
         ``bound``: in its own session (a terminal's Ctrl-C reaches only us, and
         we stop Redis last) and killed with us (``processes.die_with_parent``),
-        as ``ldp up`` runs it.
+        as ``ldp up`` runs it.  ``guarded``: with a password (generated once, kept
+        0600 in the data folder, given to redis-server in a 0600 config file, never
+        on a command line) and ``maxmemory`` with ``noeviction`` (a full Redis
+        refuses writes, so ingest answers 503 and never loses an acknowledged
+        report), as ``ldp up`` runs it.
         """
         folder = Path(data_dir)
         folder.mkdir(parents=True, exist_ok=True)
+        password = _guard(folder, maxmemory) if guarded else None
         chosen = port or free_port()
-        server = cls(chosen, folder, appendfsync, cls._spawn(chosen, folder, appendfsync,
-                                                              extra, bound), extra, bound)
+        process = cls._spawn(chosen, folder, appendfsync, extra, bound, password is not None)
+        server = cls(chosen, folder, appendfsync, process, extra, bound, password)
         try:
             server.wait_ready(timeout)
         except BaseException:
@@ -120,10 +128,11 @@ class RedisServer:
 
     @classmethod
     def _spawn(
-        cls, port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], bound: bool
+        cls, port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], bound: bool,
+        guarded: bool = False,
     ) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            cls.argv(port, folder, appendfsync, extra),
+            cls.argv(port, folder, appendfsync, extra, guarded),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -132,9 +141,14 @@ class RedisServer:
         )
 
     @staticmethod
-    def argv(port: int, folder: Path, appendfsync: str, extra: tuple[str, ...]) -> list[str]:
+    def argv(
+        port: int, folder: Path, appendfsync: str, extra: tuple[str, ...], guarded: bool = False
+    ) -> list[str]:
+        # The config file (``guarded``) must come first on redis-server's command line.
+        conf = [str(folder / "redis.conf")] if guarded else []
         return [
             find_redis_server(),
+            *conf,
             "--bind",
             "127.0.0.1",
             "--port",
@@ -156,7 +170,9 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The client URL (with the password when guarded: never print or log it)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def pid(self) -> int:
@@ -165,6 +181,10 @@ class RedisServer:
     def ping(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                if self.password:
+                    sock.sendall(f"AUTH {self.password}\r\n".encode())
+                    if not sock.recv(64).startswith(b"+OK"):
+                        return False
                 sock.sendall(b"PING\r\n")
                 return sock.recv(64).startswith(b"+PONG")
         except OSError:
@@ -201,5 +221,22 @@ class RedisServer:
         """Start again on the same port and folder (replays the append-only file)."""
         self.stop()
         self.process = self._spawn(self.port, self.data_dir, self.appendfsync, self.extra,
-                                   self.bound)
+                                   self.bound, self.password is not None)
         self.wait_ready(timeout)
+
+
+def _guard(folder: Path, maxmemory: str) -> str:
+    """The folder's Redis password (created once, 0600) and its 0600 config file."""
+    secret_file = folder / "redis.password"
+    if not secret_file.exists():
+        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(24))
+    password = secret_file.read_text().strip()
+    conf = folder / "redis.conf"
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"requirepass {password}\nmaxmemory {maxmemory}\n"
+                  "maxmemory-policy noeviction\n")
+    os.chmod(conf, 0o600)
+    return password

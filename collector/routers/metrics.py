@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from collector.deps import AdminKey, ReaderKey, RuntimeDep, StoreDep
@@ -54,6 +55,19 @@ def spec_from_json(data: Any) -> MetricSpec:
         raise Problem(422, "invalid_spec", detail, extra={"errors": exc.errors}) from None
 
 
+async def check_quotas(spec: MetricSpec, store: Any, max_metrics: int, max_bytes: int) -> None:
+    """409 quota_exceeded when ``spec`` would pass the number of metrics or make the
+    catalog every device fetches (GET /v1/metrics) larger than ``max_bytes``."""
+    latest = {s.name: s for s in await store.list_metrics()}
+    if spec.name not in latest and len(latest) >= max_metrics:
+        raise Problem(409, "quota_exceeded", f"the registry holds {max_metrics} metrics already")
+    latest[spec.name] = spec
+    size = len(orjson.dumps({"metrics": [s.to_json() for s in latest.values()]}))
+    if size > max_bytes:
+        raise Problem(409, "quota_exceeded",
+                      f"the catalog would be {size} bytes, over {max_bytes}")
+
+
 @router.get("/v1/metrics")
 async def list_metrics(_: ReaderKey, request: Request, store: StoreDep) -> Response:
     """The latest version of every metric."""
@@ -86,7 +100,11 @@ async def create_metric(
     limit = runtime.settings.max_spec_bytes
     raw = await read_limited(request.stream(), limit, request.headers.get("content-length"))
     body = inflate(raw, request.headers.get("content-encoding"), limit)
-    spec = spec_from_json(parse_json(body))
+    # Validating builds the mechanism (OLH's search for g, a unary encoding's
+    # plausibility limit): bounded, but never on the event loop.
+    spec = await run_in_threadpool(spec_from_json, parse_json(body))
+    await check_quotas(spec, store, runtime.settings.max_metrics,
+                       runtime.settings.max_catalog_bytes)
     stored, created = await store.create_metric(spec)
     if created:
         log_event(runtime.log, "metric_created", metric=stored.name, version=stored.version,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collector.plausibility import SUM_Z_FLAG, count_sum_z
 from collector.store.ingest import Ingest, Outcome, ValidReport
+from collector.store.limits import ClientLimits
 from collector.store.reads import ReadSide
 from collector.store.registry import SpecRegistry
 from ldp_server.redis_client import REDIS_ERRORS, RedisClient, make_client
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-class Store(SpecRegistry, Ingest, ReadSide):
+class Store(SpecRegistry, Ingest, ReadSide, ClientLimits):
     """Metric specs and tallies in Redis (single node or Redis Cluster).
 
     ``shards`` spreads each (metric, version, epoch) over that many slots;

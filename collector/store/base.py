@@ -37,8 +37,9 @@ class StoreBase:
 
     ``shards`` spreads each (metric, version, epoch) over that many slots;
     ``retention_seconds`` is how long after an epoch ends its dedupe state is
-    kept (the collector refuses reports older than that anyway); ``secret``
-    keys the digests (else one is created once and kept in Redis).
+    kept (the collector refuses reports older than that anyway);
+    ``tally_retention_seconds`` how long its counters are (at least as long);
+    ``secret`` keys the digests (else one is created once and kept in Redis).
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class StoreBase:
         *,
         shards: int = 4,
         retention_seconds: int = 31 * 86400,
+        tally_retention_seconds: int = 400 * 86400,
         secret: bytes | None = None,
     ) -> None:
         if shards < 1:
@@ -54,6 +56,7 @@ class StoreBase:
         self.client = client
         self.shards = shards
         self.retention_seconds = retention_seconds
+        self.tally_retention_seconds = max(tally_retention_seconds, retention_seconds)
         self._secret = None if secret is None else mac_key(secret)
         self._specs: dict[tuple[str, int], MetricSpec] = {}
         # EVALSHA, loaded again by redis-py on NOSCRIPT.

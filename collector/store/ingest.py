@@ -118,6 +118,7 @@ class Ingest(StoreBase):
                     b"".join(records[p] for p in positions),
                     _counter_text(counters),
                     ",".join(f"{c}:{n}" for c, n in merged.items()),
+                    (epoch + 1) * spec.epoch_seconds + self.tally_retention_seconds,
                 ]
             )
         replies = await self._run_ingest(slots, calls)

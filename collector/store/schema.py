@@ -13,7 +13,9 @@ holds a brace or a colon; ``{...}`` is the Redis Cluster hash tag):
     ldp:{x:<name>:<v>}:slots                SET    "<epoch>:<shard>" of every tally hash
                                                    that holds reports (the read index)
     ldp:{m:<name>:<v>:<epoch>:<shard>}:t    HASH   "<i>" -> counter i of the tally vector,
-                                                   "n" -> number of reports; kept
+                                                   "n" -> number of reports; EXPIREAT
+                                                   the end of the epoch + the counters'
+                                                   retention (LDP_TALLY_RETENTION_DAYS)
     ldp:{m:<name>:<v>:<epoch>:<shard>}:d    HASH   token digest (16 bytes) -> report-id
                                                    digest (8 bytes); EXPIREAT the end of
                                                    the retention window of the epoch
@@ -96,7 +98,8 @@ SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
 # ARGV[4] the counters of each report, "i,j;k;...;" (";" after each report), read
 #         only to take back the counters of refused reports;
 # ARGV[5] the merged increments of all R reports, "index:count,index:count,...";
-# ARGV[6] with KEYS[3]: this slot's member of the index, "epoch:shard".
+# ARGV[6] EXPIREAT of the tally hash (the counters' retention);
+# ARGV[7] with KEYS[3]: this slot's member of the index, "epoch:shard".
 # Returns a string of R characters: "0" accepted, "1" duplicate, "2" token reused.
 INGEST_LUA = """
 local r = tonumber(ARGV[2])
@@ -143,7 +146,8 @@ for idx, v in pairs(inc) do
 end
 redis.call('HINCRBY', KEYS[1], 'n', accepted)
 redis.call('EXPIREAT', KEYS[2], ARGV[1])
-if KEYS[3] then redis.call('SADD', KEYS[3], ARGV[6]) end
+redis.call('EXPIREAT', KEYS[1], ARGV[6])
+if KEYS[3] then redis.call('SADD', KEYS[3], ARGV[7]) end
 return table.concat(out)
 """
 

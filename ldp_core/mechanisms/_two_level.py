@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ldp_core._rng import WORD, Rng, resolve
 from ldp_core.base import Batch, Mechanism, Payload, Report, need
-from ldp_core.epsilon import check_epsilon
+from ldp_core.epsilon import check_mechanism_epsilon
 from ldp_core.memo import HmacDrbg, permanent_seed
 
 if TYPE_CHECKING:
@@ -107,8 +107,8 @@ class TwoLevel(Mechanism, Generic[B]):
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> Mechanism:
-        eps = check_epsilon(need(params, "epsilon", cls.name))
-        eps_inf = check_epsilon(need(params, "epsilon_inf", cls.name), "epsilon_inf")
+        eps = check_mechanism_epsilon(need(params, "epsilon", cls.name))
+        eps_inf = check_mechanism_epsilon(need(params, "epsilon_inf", cls.name), "epsilon_inf")
         if not eps < eps_inf:
             raise ValueError(
                 f"epsilon {eps} must be below epsilon_inf {eps_inf} "
@@ -238,6 +238,13 @@ class TwoLevel(Mechanism, Generic[B]):
             epsilon_inf_actual=self.base.epsilon_actual,
             instantaneous_keep=float(self.instantaneous_keep),
         )
+        # The exact thresholds, for SDKs in other languages: the instantaneous one,
+        # and the permanent level's own ones prefixed "permanent_".
+        out["instantaneous_threshold"] = self.keep
+        common = Mechanism.describe(self.base)
+        for key, value in self.base.describe().items():
+            if key not in common:
+                out[f"permanent_{key}"] = value
         return out
 
     def unit_text(self) -> str:

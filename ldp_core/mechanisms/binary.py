@@ -23,19 +23,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng
-from ldp_core.base import (
-    Design,
-    Kind,
-    Mechanism,
-    Report,
-    check_index,
-    int_payload,
-    need,
-    ratio_draws,
-    words,
-)
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
+from ldp_core._rng import WORD, Rng, ratio_draws, words
+from ldp_core.base import Design, IntReport, Kind, Mechanism, Report, check_index, need
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -73,8 +63,10 @@ def bit_epsilon(channel: tuple[Fraction, Fraction]) -> float:
     return max(log_up(p / q), log_up((1 - q) / (1 - p)))
 
 
-class OneBit(Mechanism):
+class OneBit(IntReport):
     """Hooks of every one-bit report (two counters: counter 1 counts the 1s)."""
+
+    decode_code: ClassVar[str] = "bit_out_of_range"
 
     @property
     def domain_size(self) -> int:
@@ -85,26 +77,8 @@ class OneBit(Mechanism):
         return 2
 
     @property
-    def direct_payload(self) -> int:
-        return 2
-
-    @property
     def epsilon_actual(self) -> float:
         return bit_epsilon(self.channel)
-
-    def counters(self, report: Report) -> tuple[int, ...]:
-        assert isinstance(report, int)
-        return (report,)
-
-    def encode(self, report: Report) -> int:
-        assert isinstance(report, int)
-        return report
-
-    def decode(self, payload: object) -> int:
-        return int_payload(payload, 2, "bit_out_of_range")
-
-    def batch_counters(self, batch: Any) -> npt.NDArray[np.int64]:
-        return batch.astype("int64")  # type: ignore[no-any-return]
 
     def _one_probabilities(self, values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         """P[report = 1] for each value (binary: p* or q*)."""
@@ -170,8 +144,10 @@ class BinaryRR(_Binary):
     def from_epsilon(cls, epsilon: float) -> BinaryRR:
         # eps = ln(p / (1-p))  <=>  p = e^eps / (1 + e^eps); the integer threshold
         # lies strictly below p, so ln(K / (W-K)) < eps.
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         keep = Fraction(threshold_at_most(math.exp(eps) / (1 + math.exp(eps))), WORD)
+        if keep <= Fraction(1, 2):
+            check_separated(cls.name, eps, (keep, 1 - keep))
         return cls(keep=keep, declared=eps)
 
     @classmethod
@@ -188,6 +164,11 @@ class BinaryRR(_Binary):
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
         return self.keep, 1 - self.keep
+
+    def describe(self) -> dict[str, object]:
+        # The exact keep probability keep_num / keep_den, for SDKs in other languages.
+        return {**super().describe(), "keep_num": self.keep.numerator,
+                "keep_den": self.keep.denominator}
 
     def _perturb(self, value: int | float, rng: Rng) -> int:
         flip = int(rng.randrange(self.keep.denominator) >= self.keep.numerator)
@@ -227,8 +208,12 @@ class ForcedResponse(_Binary):
     def from_epsilon(cls, epsilon: float) -> ForcedResponse:
         # With yes = 1/2, eps = ln((1+t)/(1-t)), so t = (e^eps-1)/(e^eps+1),
         # taken as an integer threshold strictly below.
-        eps = check_epsilon(epsilon)
-        t = threshold_at_most((math.exp(eps) - 1) / (math.exp(eps) + 1))
+        eps = check_mechanism_epsilon(epsilon)
+        try:
+            t = threshold_at_most((math.exp(eps) - 1) / (math.exp(eps) + 1))
+        except ValueError:
+            check_separated(cls.name, eps, (Fraction(1, 2), Fraction(1, 2)))
+            raise
         return cls(truth=Fraction(t, WORD), yes=Fraction(1, 2))
 
     @property
@@ -241,6 +226,12 @@ class ForcedResponse(_Binary):
     def channel(self) -> tuple[Fraction, Fraction]:
         t, y = self.truth, self.yes
         return t + (1 - t) * y, (1 - t) * y
+
+    def describe(self) -> dict[str, object]:
+        # The exact coins truth_num / truth_den and yes_num / yes_den.
+        return {**super().describe(), "truth_num": self.truth.numerator,
+                "truth_den": self.truth.denominator, "yes_num": self.yes.numerator,
+                "yes_den": self.yes.denominator}
 
     def _perturb(self, value: int | float, rng: Rng) -> int:
         honest = int(rng.randrange(self.truth.denominator) < self.truth.numerator)

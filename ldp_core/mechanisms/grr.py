@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng
+from ldp_core._rng import WORD, Rng, words
 from ldp_core.base import (
     Design,
+    IntReport,
     Kind,
     Mechanism,
+    OverIndices,
     Report,
     check_domain_size,
     check_index,
-    int_payload,
-    need,
-    words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -82,7 +81,7 @@ def grr_compose(p1: Fraction, size: int, keep: int) -> tuple[Fraction, Fraction]
     return p1 * p2 + (1 - p1) * q2, q1 * p2 + (1 - q1) * q2
 
 
-class _Direct(Mechanism):
+class _Direct(IntReport):
     """Hooks of a direct encoding (one counter per value), for both levels."""
 
     kind: ClassVar[Kind] = "frequency"
@@ -91,26 +90,8 @@ class _Direct(Mechanism):
     def num_counters(self) -> int:
         return self.domain_size
 
-    @property
-    def direct_payload(self) -> int:
-        return self.domain_size
-
-    def counters(self, report: Report) -> tuple[int, ...]:
-        assert isinstance(report, int)
-        return (report,)
-
-    def encode(self, report: Report) -> int:
-        assert isinstance(report, int)
-        return report
-
-    def decode(self, payload: object) -> int:
-        return int_payload(payload, self.domain_size, "bucket_out_of_range")
-
     def check_value(self, value: object) -> int:
         return check_index(value, self.domain_size)
-
-    def batch_counters(self, batch: Any) -> npt.NDArray[np.int64]:
-        return batch  # type: ignore[no-any-return]
 
     def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
         import numpy as np
@@ -127,7 +108,7 @@ class _Direct(Mechanism):
 
 
 @dataclass(frozen=True)
-class GRR(_Direct):
+class GRR(_Direct, OverIndices):
     """Generalised randomised response over the indices [0, domain_size)."""
 
     name: ClassVar[str] = "grr"
@@ -137,21 +118,10 @@ class GRR(_Direct):
     keep: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int) -> None:
-        object.__setattr__(self, "declared_epsilon", check_epsilon(epsilon))
+        object.__setattr__(self, "declared_epsilon", check_mechanism_epsilon(epsilon))
         object.__setattr__(self, "size", check_domain_size(domain_size))
         object.__setattr__(self, "keep", grr_keep_threshold(self.declared_epsilon, self.size))
-
-    @classmethod
-    def create(cls, params: dict[str, Any]) -> GRR:
-        return cls(need(params, "epsilon", cls.name), need(params, "domain_size", cls.name))
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def domain_size(self) -> int:
-        return self.size
+        check_separated(self.name, self.declared_epsilon, self.channel)
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
@@ -162,6 +132,10 @@ class GRR(_Direct):
     def epsilon_actual(self) -> float:
         p, q = self.channel
         return log_up(p / q)
+
+    def describe(self) -> dict[str, object]:
+        # The integer keep threshold (P[keep] = keep / 2**32).
+        return {**super().describe(), "keep": self.keep}
 
     def _perturb(self, value: int | float, rng: Rng) -> int:
         return grr_step(int(value), self.keep, self.size, rng)

@@ -37,19 +37,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng
+from ldp_core._rng import WORD, Rng, words
 from ldp_core.base import (
     Design,
+    IntReport,
     Kind,
     Mechanism,
+    OverIndices,
     Report,
     check_domain_size,
     check_index,
-    int_payload,
-    need,
-    words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_most
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up, threshold_at_most
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -74,15 +73,15 @@ def _parities(x: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def fwht(values: Sequence[int] | npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    """The Walsh-Hadamard transform H v of a vector of length 2^m, in integers.
+    """The Walsh-Hadamard transform H v along the last axis (length 2^m), in integers.
 
-    >>> fwht([1, 0, 0, 0]).tolist(), fwht([0, 1, 0, 0]).tolist()
-    ([1, 1, 1, 1], [1, -1, 1, -1])
+    >>> fwht([1, 0, 0, 0]).tolist(), fwht([[0, 1, 0, 0]]).tolist()
+    ([1, 1, 1, 1], [[1, -1, 1, -1]])
     """
     import numpy as np
 
     out = np.array(values, dtype=np.int64)
-    size = len(out)
+    size = out.shape[-1]
     if size & (size - 1):
         raise ValueError(f"length must be a power of two, got {size}")
     half = 1
@@ -95,7 +94,7 @@ def fwht(values: Sequence[int] | npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     return out
 
 
-class _Hadamard(Mechanism):
+class _Hadamard(IntReport):
     """Hooks of Hadamard response, for both levels (everything follows from p*)."""
 
     kind: ClassVar[Kind] = "frequency"
@@ -110,10 +109,6 @@ class _Hadamard(Mechanism):
         return self.width
 
     @property
-    def direct_payload(self) -> int:
-        return self.width
-
-    @property
     def report_bits(self) -> float:
         return math.log2(self.width)
 
@@ -121,17 +116,6 @@ class _Hadamard(Mechanism):
     def epsilon_actual(self) -> float:
         p = self.channel[0]
         return log_up(p / (1 - p))
-
-    def counters(self, report: Report) -> tuple[int, ...]:
-        assert isinstance(report, int)
-        return (report,)
-
-    def encode(self, report: Report) -> int:
-        assert isinstance(report, int)
-        return report
-
-    def decode(self, payload: object) -> int:
-        return int_payload(payload, self.width, "bucket_out_of_range")
 
     def check_value(self, value: object) -> int:
         return check_index(value, self.domain_size)
@@ -149,9 +133,6 @@ class _Hadamard(Mechanism):
         spectrum = fwht(table)
         counts = (int(table.sum()) + spectrum[1 : self.domain_size + 1]) // 2
         return [int(c) for c in counts]
-
-    def batch_counters(self, batch: Any) -> npt.NDArray[np.int64]:
-        return batch  # type: ignore[no-any-return]
 
     def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
         import numpy as np
@@ -177,7 +158,7 @@ class _Hadamard(Mechanism):
 
 
 @dataclass(frozen=True)
-class HadamardResponse(_Hadamard):
+class HadamardResponse(_Hadamard, OverIndices):
     """Hadamard response over the indices [0, domain_size)."""
 
     name: ClassVar[str] = "hadamard"
@@ -189,27 +170,20 @@ class HadamardResponse(_Hadamard):
         d = check_domain_size(domain_size)
         if d > MAX_DOMAIN:
             raise ValueError(f"domain_size must be at most {MAX_DOMAIN} for hadamard, got {d}")
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         e = math.exp(eps)
         object.__setattr__(self, "declared_epsilon", eps)
         object.__setattr__(self, "size", d)
         object.__setattr__(self, "keep", threshold_at_most(e / (1 + e)))
-
-    @classmethod
-    def create(cls, params: dict[str, Any]) -> HadamardResponse:
-        return cls(need(params, "epsilon", cls.name), need(params, "domain_size", cls.name))
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def domain_size(self) -> int:
-        return self.size
+        check_separated(self.name, eps, self.channel)
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
         return Fraction(self.keep, WORD), Fraction(1, 2)
+
+    def describe(self) -> dict[str, object]:
+        # The integer threshold of "report inside C_v" (P = keep / 2**32).
+        return {**super().describe(), "keep": self.keep}
 
     def _perturb(self, value: int | float, rng: Rng) -> int:
         # A uniform y, moved into C_v (or out of it) by flipping the lowest set bit

@@ -27,9 +27,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng
-from ldp_core.base import Design, Kind, Mechanism, need, words
-from ldp_core.epsilon import check_epsilon, threshold_at_least, threshold_at_most
+from ldp_core._rng import WORD, Rng, words
+from ldp_core.base import Design, Kind, Mechanism, need
+from ldp_core.epsilon import (
+    check_mechanism_epsilon,
+    check_separated,
+    threshold_at_least,
+    threshold_at_most,
+)
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.binary import OneBit, OneBitTwoLevel
 
@@ -88,6 +93,17 @@ class _Mean(OneBit):
         p, q = (float(x) for x in self.channel)
         return q + (values - self.lo) / (self.hi - self.lo) * (p - q)
 
+    def unit_variance(self) -> float:
+        """Worst-case Var of the mean of z per report: pi (1 - pi)/(p* - q*)^2 at pi = 1/2."""
+        p, q = self.p_star, self.q_star
+        return 0.25 / (p - q) ** 2
+
+    def average_variance(self) -> float:
+        """Mean over z uniform in [0, 1] of the per-report variance of z_hat."""
+        p, q = self.p_star, self.q_star
+        mean_pi2 = q * q + q * (p - q) + (p - q) ** 2 / 3
+        return ((p + q) / 2 - mean_pi2) / (p - q) ** 2
+
     def audit_design(self) -> Design:
         # E = {output = 1} for x = hi, x' = lo: the extremes are binary RR.
         p, q = self.channel
@@ -107,7 +123,7 @@ class OneBitMean(_Mean):
     zero: int = field(init=False)
 
     def __init__(self, epsilon: float, lo: float, hi: float) -> None:
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         low, high = check_bounds(lo, hi)
         e = math.exp(eps)
         object.__setattr__(self, "declared_epsilon", eps)
@@ -115,6 +131,7 @@ class OneBitMean(_Mean):
         object.__setattr__(self, "hi", high)
         object.__setattr__(self, "one", threshold_at_most(e / (e + 1)))
         object.__setattr__(self, "zero", threshold_at_least(1 / (e + 1)))
+        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> OneBitMean:
@@ -129,6 +146,11 @@ class OneBitMean(_Mean):
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
         return Fraction(self.one, WORD), Fraction(self.zero, WORD)
+
+    def describe(self) -> dict[str, object]:
+        # The integer thresholds of the extremes and the bounds they map.
+        return {**super().describe(), "one": self.one, "zero": self.zero,
+                "lo": self.lo, "hi": self.hi}
 
     def _perturb(self, value: int | float, rng: Rng) -> int:
         # 1 iff u < zero + z (one - zero), compared exactly in rationals.

@@ -33,9 +33,7 @@ Cost: S * g counters (about d to g*d); aggregation O(S g + g^L L log g) by an FF
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -45,13 +43,15 @@ from ldp_core.base import (
     Design,
     Kind,
     Mechanism,
+    OverIndices,
     Report,
     check_domain_size,
     check_index,
     need,
 )
-from ldp_core.epsilon import check_epsilon, log_up
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up
 from ldp_core.errors import ReportError
+from ldp_core.mechanisms._projective import Projective, family, is_prime, projective
 from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.grr import grr_compose, grr_keep_threshold, grr_step, grr_steps
 
@@ -65,27 +65,8 @@ __all__ = ["MECHANISMS", "OLH", "LongitudinalOLH", "choose_g"]
 MAX_COUNTERS = 1 << 22
 
 
-def _is_prime(n: int) -> bool:
-    return n >= 2 and all(n % k for k in range(2, math.isqrt(n) + 1))
-
-
-def _digits_needed(g: int, domain_size: int) -> int:
-    length, span = 1, g
-    while span < domain_size:
-        length, span = length + 1, span * g
-    return length
-
-
-def _family(g: int, domain_size: int) -> tuple[int, int, Fraction]:
-    """(L, S, c) of the projective family for g buckets over d values."""
-    length = _digits_needed(g, domain_size)
-    seeds = (g**length - 1) // (g - 1)
-    collide = Fraction(g ** (length - 1) - 1, g**length - 1)
-    return length, seeds, collide
-
-
 def _channel(epsilon: float, g: int, domain_size: int) -> tuple[Fraction, Fraction]:
-    _, _, c = _family(g, domain_size)
+    _, _, c = family(g, domain_size)
     p = Fraction(grr_keep_threshold(epsilon, g), WORD)
     return p, c * p + (1 - c) * (1 - p) / (g - 1)
 
@@ -97,11 +78,16 @@ def choose_g(epsilon: float, domain_size: int) -> int:
     is searched around it.
     """
     best: tuple[float, int] | None = None
-    upper = max(5, 2 * math.ceil(math.exp(epsilon) + 1) + 8)
+    # Past the first prime >= d the family has one seed (L = 1): a GRR over g >= d
+    # buckets, whose variance only grows with g.  So the search is bounded by d
+    # whatever epsilon is (eps = 50 would otherwise loop to e^50).
+    upper = max(5, 2 * math.ceil(math.exp(min(epsilon, 30.0)) + 1) + 8)
+    first_prime_past_d = next(n for n in range(domain_size, 2 * domain_size + 3) if is_prime(n))
+    upper = min(upper, first_prime_past_d)
     for g in range(2, upper + 1):
-        if not _is_prime(g):
+        if not is_prime(g):
             continue
-        _, seeds, _ = _family(g, domain_size)
+        _, seeds, _ = family(g, domain_size)
         if seeds * g > MAX_COUNTERS:
             continue
         p, q = (float(x) for x in _channel(epsilon, g, domain_size))
@@ -115,14 +101,14 @@ def choose_g(epsilon: float, domain_size: int) -> int:
 
 class _Hashed(Mechanism):
     """Hooks of local hashing, for both levels: reports (seed, bucket) over the exact
-    projective family of ``hashing``, with P[bucket kept] = ``bucket_keep``."""
+    projective family ``family``, with P[bucket kept] = ``bucket_keep``."""
 
     kind: ClassVar[Kind] = "frequency"
 
     @property
-    def hashing(self) -> OLH:
+    def family(self) -> Projective:
         """The hash family (seeds, g, h_s); a two-level OLH shares its base's."""
-        raise NotImplementedError
+        return projective(self.g, self.domain_size)
 
     @property
     def bucket_keep(self) -> Fraction:
@@ -136,8 +122,7 @@ class _Hashed(Mechanism):
     @property
     def collision(self) -> Fraction:
         """P[h_s(v) = h_s(v')] for any v != v', over the uniform seed."""
-        h = self.hashing
-        return _family(h.g, h.size)[2]
+        return self.family.collision
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
@@ -154,9 +139,7 @@ class _Hashed(Mechanism):
 
     def bucket(self, seed: int, value: int) -> int:
         """h_seed(value)."""
-        h = self.hashing
-        digits = _base_digits(value, h.g, h.length)
-        return sum(a * x for a, x in zip(h.seed_vector(seed), digits, strict=True)) % h.g
+        return self.family.bucket(seed, value)
 
     def counters(self, report: Report) -> tuple[int, ...]:
         assert isinstance(report, tuple)
@@ -185,17 +168,9 @@ class _Hashed(Mechanism):
         return check_index(value, self.domain_size)
 
     def support_counts(self, tallies: Any) -> list[int]:
-        return _support_counts(self.hashing, tallies)
+        return self.family.support_counts(tallies)
 
     # -- vectorised hooks ----------------------------------------------------------
-
-    def hashes(self, seeds: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> Any:
-        """h_seed(value) elementwise (a cached table when small)."""
-        h = self.hashing
-        table = _hash_table(h.g, h.length, h.num_seeds, h.size)
-        if table is not None:
-            return table[seeds, values].astype("int64")
-        return (h.seed_matrix()[seeds] * h.digit_matrix(values)).sum(axis=1) % h.g
 
     def batch_counters(self, batch: Any) -> npt.NDArray[np.int64]:
         seeds, buckets = batch
@@ -204,10 +179,9 @@ class _Hashed(Mechanism):
     def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
         import numpy as np
 
-        h = self.hashing
         keep = float(self.bucket_keep)
-        g, seeds = h.g, h.num_seeds
-        buckets = (h.seed_matrix() @ h.digit_matrix(np.array([value]))[0]) % g
+        g, seeds = self.g, self.num_seeds
+        buckets = self.family.buckets_of(value)
         table = np.full((seeds, g), (1 - keep) / (g - 1))
         table[np.arange(seeds), buckets] = keep
         flat = (table / seeds).ravel()
@@ -228,13 +202,14 @@ class _Hashed(Mechanism):
 
             seeds, y = batch
             zeros, ones = np.zeros_like(seeds), np.ones_like(seeds)
-            return (y == self.hashes(seeds, zeros)) & (y != self.hashes(seeds, ones))
+            hashes = self.family.hashes
+            return (y == hashes(seeds, zeros)) & (y != hashes(seeds, ones))
 
         return Design(0, 1, event, batch_event, ((1 - c) * keep, (1 - c) * (1 - keep) / (g - 1)))
 
 
 @dataclass(frozen=True)
-class OLH(_Hashed):
+class OLH(_Hashed, OverIndices):
     """Optimised local hashing; see the module docstring for the family."""
 
     name: ClassVar[str] = "olh"
@@ -247,19 +222,20 @@ class OLH(_Hashed):
     keep: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int, g: int | None = None) -> None:
-        eps = check_epsilon(epsilon)
+        eps = check_mechanism_epsilon(epsilon)
         d = check_domain_size(domain_size)
         if g is None:
             g = choose_g(eps, d)
-        elif isinstance(g, bool) or not isinstance(g, int) or not _is_prime(g):
+        elif isinstance(g, bool) or not isinstance(g, int) or not is_prime(g):
             raise ValueError(f"g must be a prime number of buckets, got {g!r}")
-        length, seeds, _ = _family(g, d)
+        length, seeds, _ = family(g, d)
         object.__setattr__(self, "declared_epsilon", eps)
         object.__setattr__(self, "size", d)
         object.__setattr__(self, "g", g)
         object.__setattr__(self, "length", length)
         object.__setattr__(self, "num_seeds", seeds)
         object.__setattr__(self, "keep", grr_keep_threshold(eps, g))
+        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> OLH:
@@ -268,19 +244,6 @@ class OLH(_Hashed):
             need(params, "domain_size", cls.name),
             g=params.get("g"),
         )
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def domain_size(self) -> int:
-        return self.size
-
-    @property
-    def hashing(self) -> OLH:
-        """The hash family (seeds, g, h_s); a two-level OLH shares its base's."""
-        return self
 
     @property
     def bucket_keep(self) -> Fraction:
@@ -292,16 +255,10 @@ class OLH(_Hashed):
         p = self.bucket_keep
         return log_up(p * (self.g - 1) / (1 - p))
 
-    def seed_vector(self, seed: int) -> tuple[int, ...]:
-        """The projective point a_s: zeros, a leading 1, then base-g digits."""
-        rest = seed
-        for lead in range(self.length):
-            block = self.g ** (self.length - 1 - lead)
-            if rest < block:
-                tail = _base_digits(rest, self.g, self.length - 1 - lead)
-                return (0,) * lead + (1,) + tail
-            rest -= block
-        raise ValueError(f"seed {seed} not in [0, {self.num_seeds})")
+    def describe(self) -> dict[str, object]:
+        # The hash family (g buckets, num_seeds seeds) and the bucket keep threshold.
+        return {**super().describe(), "g": self.g, "num_seeds": self.num_seeds,
+                "keep": self.keep}
 
     def _perturb(self, value: int | float, rng: Rng) -> tuple[int, int]:
         seed = rng.randrange(self.num_seeds)
@@ -309,21 +266,8 @@ class OLH(_Hashed):
 
     def sample(self, values: npt.NDArray[Any], gen: Any) -> Any:
         seeds = gen.integers(0, self.num_seeds, size=len(values))
-        hashed = self.hashes(seeds, values.astype("int64"))
+        hashed = self.family.hashes(seeds, values)
         return seeds, grr_steps(hashed, self.keep, self.g, gen)
-
-    # -- server side (numpy, imported lazily) ------------------------------------
-
-    def seed_matrix(self) -> npt.NDArray[np.int64]:
-        """All seed vectors, shape (S, L) (computed once per (g, L), read-only)."""
-        return _seed_matrix(self.g, self.length)
-
-    def digit_matrix(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Base-g digits (most significant first) of ``values``, shape (len, L)."""
-        import numpy as np
-
-        powers = self.g ** np.arange(self.length - 1, -1, -1, dtype=np.int64)
-        return (values[:, None] // powers[None, :]) % self.g
 
 
 @dataclass(frozen=True)
@@ -359,11 +303,6 @@ class LongitudinalOLH(_Hashed, TwoLevel[OLH]):
         return -(-WORD // base.g)
 
     @property
-    def hashing(self) -> OLH:
-        """The hash family (seeds, g, h_s), shared with the permanent level."""
-        return self.base
-
-    @property
     def bucket_keep(self) -> Fraction:
         """P[reported bucket = true bucket], over both levels."""
         return self._bucket_keep(self.base, self.keep)
@@ -393,76 +332,3 @@ class LongitudinalOLH(_Hashed, TwoLevel[OLH]):
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (OLH, LongitudinalOLH)
-
-
-def _support_counts(olh: OLH, tallies: Sequence[int] | npt.NDArray[np.int64]) -> list[int]:
-        """C(v) = sum over seeds s of T[s, h_s(v)], by a Fourier transform over GF(g)^L.
-
-        With F(v) = C(v) on all of GF(g)^L, the transform is supported on the lines
-        through the seeds: F^(0) = g^(L-1) n and F^(k a_s) = g^(L-1) sum_y T[s, y]
-        w^(-k y) for k != 0 (w = e^(2 pi i / g)), because the character of k a_s is
-        constant on each level set {v: <a_s, v> = y} and every other nonzero
-        character sums to 0 over it.  Each nonzero w is k a_s for exactly one
-        projective seed, so one FFT over the buckets of every seed and one inverse
-        g^L-point FFT give C exactly (rounded; float64 is exact far beyond any
-        realistic n): O(S g + g^L L log g) instead of O(S d).
-        """
-        import numpy as np
-
-        table = np.asarray(tallies, dtype=np.int64)
-        if table.shape != (olh.num_counters,):
-            raise ValueError(
-                f"tally vector has shape {table.shape}, olh needs ({olh.num_counters},)"
-            )
-        g, length = olh.g, olh.length
-        table = table.reshape(olh.num_seeds, g)
-        spectrum = np.fft.fft(table.astype(np.float64), axis=1)
-        full = np.zeros(g**length, dtype=np.complex128)
-        full[0] = float(table.sum())
-        seeds = olh.seed_matrix()
-        powers = g ** np.arange(length - 1, -1, -1, dtype=np.int64)
-        for k in range(1, g):
-            full[((k * seeds) % g) @ powers] = spectrum[:, k]
-        counts = np.fft.ifftn(full.reshape((g,) * length)).real.ravel()[: olh.size]
-        return [int(x) for x in np.rint(counts * g ** (length - 1))]
-
-
-@functools.lru_cache(maxsize=16)
-def _seed_matrix(g: int, length: int) -> npt.NDArray[np.int64]:
-    import numpy as np
-
-    blocks = []
-    for lead in range(length):
-        free = length - 1 - lead
-        tails = np.arange(g**free, dtype=np.int64)
-        powers = g ** np.arange(free - 1, -1, -1, dtype=np.int64)
-        block = np.zeros((g**free, length), dtype=np.int64)
-        block[:, lead] = 1
-        if free:
-            block[:, lead + 1 :] = (tails[:, None] // powers[None, :]) % g
-        blocks.append(block)
-    matrix = np.concatenate(blocks)
-    matrix.flags.writeable = False
-    return matrix
-
-
-def _base_digits(value: int, base: int, length: int) -> tuple[int, ...]:
-    digits = [0] * length
-    for i in range(length - 1, -1, -1):
-        value, digits[i] = divmod(value, base)
-    return tuple(digits)
-
-
-@functools.lru_cache(maxsize=4)
-def _hash_table(g: int, length: int, seeds: int, size: int) -> Any:
-    """h_s(v) for every seed and value as uint8/uint16 (None above 2**24 cells)."""
-    import numpy as np
-
-    if seeds * size > 1 << 24:
-        return None
-    powers = g ** np.arange(length - 1, -1, -1, dtype=np.int64)
-    digits = (np.arange(size, dtype=np.int64)[:, None] // powers[None, :]) % g
-    dtype = np.uint8 if g < 256 else np.uint16
-    table = ((_seed_matrix(g, length) @ digits.T) % g).astype(dtype)
-    table.flags.writeable = False
-    return table

@@ -40,8 +40,6 @@ True
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import math
 from bisect import bisect_left
@@ -50,19 +48,25 @@ from fractions import Fraction
 from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import SYSTEM_RNG, WORD, WORD_BITS, Rng, random_bytes, uniform_words
+from ldp_core._rng import SYSTEM_RNG, WORD, WORD_BITS, Rng, random_bytes, uniform_words, words
 from ldp_core.base import (
     Design,
     Kind,
     Mechanism,
+    OverIndices,
     Report,
     check_domain_size,
     check_index,
-    need,
-    words,
 )
-from ldp_core.epsilon import check_epsilon, log_up, threshold_at_least, threshold_at_most
-from ldp_core.errors import ReportError
+from ldp_core.binomial_tail import max_bits
+from ldp_core.epsilon import (
+    check_mechanism_epsilon,
+    check_separated,
+    log_up,
+    threshold_at_least,
+    threshold_at_most,
+)
+from ldp_core.mechanisms._bits import pack_bits, unpack_bits
 from ldp_core.mechanisms._two_level import TwoLevel
 
 if TYPE_CHECKING:
@@ -76,7 +80,6 @@ __all__ = [
     "LongitudinalOUE",
     "LongitudinalSUE",
     "UnaryEncoding",
-    "set_bits_tail",
 ]
 
 
@@ -134,7 +137,7 @@ class _Unary(Mechanism):
 
     def max_set_bits(self, alpha: float = 1e-9) -> int | None:
         p, q = self.channel
-        limit = _max_bits(self.domain_size, p, q, alpha)
+        limit = max_bits(self.domain_size, p, q, alpha)
         return None if limit >= self.domain_size else limit
 
     def tally_sum_law(self) -> tuple[float, float]:
@@ -144,38 +147,14 @@ class _Unary(Mechanism):
 
     def encode(self, report: Report) -> str:
         assert isinstance(report, tuple)
-        packed = bytearray(self.payload_bytes)
-        for i in report:
-            packed[i >> 3] |= 1 << (i & 7)
-        return base64.urlsafe_b64encode(bytes(packed)).rstrip(b"=").decode("ascii")
+        return pack_bits(report, self.domain_size)
 
     def decode(self, payload: object) -> tuple[int, ...]:
-        if not isinstance(payload, str):
-            raise ReportError(
-                "payload_type", f"payload must be a base64url string, got {type(payload).__name__}"
-            )
-        expected = math.ceil(self.payload_bytes * 4 / 3)
-        if len(payload) != expected:
-            raise ReportError(
-                "bitvector_length",
-                f"bit vector of {self.domain_size} bits is {expected} base64url characters, "
-                f"got {len(payload)}",
-            )
-        try:
-            raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-        except (binascii.Error, ValueError):
-            raise ReportError("payload_encoding", "payload is not base64url") from None
-        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != payload:
-            raise ReportError("payload_encoding", "payload is not canonical base64url")
-        if self.domain_size % 8 and raw[-1] >> (self.domain_size % 8):
-            raise ReportError(
-                "bitvector_length", f"bits set beyond the {self.domain_size} bits of the vector"
-            )
-        return _set_bits(raw)
+        return unpack_bits(payload, self.domain_size)
 
 
 @dataclass(frozen=True)
-class UnaryEncoding(_Unary):
+class UnaryEncoding(_Unary, OverIndices):
     """Unary encoding with integer thresholds: P[bit=1] = one/2**32 or zero/2**32."""
 
     name: ClassVar[str] = "unary"
@@ -185,27 +164,17 @@ class UnaryEncoding(_Unary):
     zero: int = field(init=False)
 
     def __init__(self, epsilon: float, domain_size: int) -> None:
-        object.__setattr__(self, "declared_epsilon", check_epsilon(epsilon))
+        object.__setattr__(self, "declared_epsilon", check_mechanism_epsilon(epsilon))
         object.__setattr__(self, "size", check_domain_size(domain_size))
         one, zero = self._thresholds(self.declared_epsilon)
         object.__setattr__(self, "one", one)
         object.__setattr__(self, "zero", zero)
+        check_separated(self.name, self.declared_epsilon, self.channel)
 
     @staticmethod
     def _thresholds(epsilon: float) -> tuple[int, int]:
         raise NotImplementedError
 
-    @classmethod
-    def create(cls, params: dict[str, Any]) -> UnaryEncoding:
-        return cls(need(params, "epsilon", cls.name), need(params, "domain_size", cls.name))
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def domain_size(self) -> int:
-        return self.size
 
     @property
     def channel(self) -> tuple[Fraction, Fraction]:
@@ -215,6 +184,10 @@ class UnaryEncoding(_Unary):
     def epsilon_actual(self) -> float:
         p, q = self.channel
         return log_up(p * (1 - q) / ((1 - p) * q))
+
+    def describe(self) -> dict[str, object]:
+        # The integer thresholds: P[bit = 1] = one / 2**32 (true bit), zero / 2**32.
+        return {**super().describe(), "one": self.one, "zero": self.zero}
 
     def _perturb(self, value: int | float, rng: Rng) -> tuple[int, ...]:
         if rng is not SYSTEM_RNG:
@@ -281,51 +254,6 @@ class UnaryEncoding(_Unary):
 def _below_table(cut: int) -> bytes:
     """The bytes.translate table mapping a top byte to 1 if it is below ``cut``, else 0."""
     return bytes(int(b < cut) for b in range(256))
-
-
-def _set_bits(raw: bytes) -> tuple[int, ...]:
-    """Indices of the set bits of a little-endian packed vector, ascending."""
-    out = []
-    for byte_index, byte in enumerate(raw):
-        base = byte_index << 3
-        while byte:
-            low = byte & -byte
-            out.append(base + low.bit_length() - 1)
-            byte ^= low
-    return tuple(out)
-
-
-def _log_binom_pmf(n: int, k: int, log_q: float, log_1q: float) -> float:
-    return (
-        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-        + k * log_q + (n - k) * log_1q
-    )
-
-
-def _binom_sf(n: int, q: float, k: int) -> float:
-    """P[Binomial(n, q) > k], summed term by term from the top (no approximation)."""
-    if k < 0:
-        return 1.0
-    if k >= n or q <= 0.0:
-        return 0.0
-    if q >= 1.0:
-        return 1.0
-    log_q, log_1q = math.log(q), math.log1p(-q)
-    return math.fsum(math.exp(_log_binom_pmf(n, j, log_q, log_1q)) for j in range(k + 1, n + 1))
-
-
-def set_bits_tail(d: int, p: float, q: float, k: int) -> float:
-    """P[K > k] for K ~ Binomial(d - 1, q) + Bernoulli(p)."""
-    return p * _binom_sf(d - 1, q, k - 1) + (1 - p) * _binom_sf(d - 1, q, k)
-
-
-@functools.lru_cache(maxsize=4096)
-def _max_bits(d: int, p: Fraction, q: Fraction, alpha: float) -> int:
-    pf, qf = float(p), float(q)
-    k = max(0, int(pf + (d - 1) * qf))
-    while k < d and set_bits_tail(d, pf, qf, k) > alpha:
-        k += 1
-    return k
 
 
 @dataclass(frozen=True, init=False)

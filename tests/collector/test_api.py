@@ -341,16 +341,29 @@ async def test_unknown_routes_and_methods_are_problems(client: httpx.AsyncClient
     assert_problem(await client.delete("/v1/metrics", headers=ADMIN), 405, "method_not_allowed")
 
 
-async def test_rate_limit_per_key(redis_url: str) -> None:
-    app = create_app(settings(redis_url, rate_limit_per_second=0.01, rate_limit_burst=2))
-    async with asgi_client(app) as c:
-        assert (await c.get("/v1/metrics", headers=INGEST)).status_code == 200
-        assert (await c.get("/v1/metrics", headers=INGEST)).status_code == 200
-        r = await c.get("/v1/metrics", headers=INGEST)
-        assert_problem(r, 429, "rate_limited")
-        assert int(r.headers["Retry-After"]) >= 1
-        # Another key has its own bucket.
-        assert (await c.get("/v1/metrics", headers=ADMIN)).status_code == 200
+AUTH_BAD = {"Authorization": "Bearer not-a-key"}
+
+
+async def test_rate_limit_per_client_not_per_key(redis_url: str) -> None:
+    """The ingest key is the whole fleet's: one client flooding (even with bad keys and
+    empty bodies) empties its own bucket, never another client's."""
+    app = create_app(settings(redis_url, rate_limit_per_second=0.01, rate_limit_burst=3))
+    async with app.router.lifespan_context(app):
+
+        def client(address: str) -> httpx.AsyncClient:
+            transport = httpx.ASGITransport(app=app, client=(address, 4321))
+            return httpx.AsyncClient(transport=transport, base_url="http://collector.test")
+
+        async with client("192.0.2.66") as flood, client("192.0.2.7") as honest:
+            assert (await flood.post("/v1/reports", content=b"", headers=INGEST)).status_code \
+                == 400
+            assert (await flood.get("/v1/metrics", headers=AUTH_BAD)).status_code == 401
+            assert (await flood.get("/v1/metrics", headers=INGEST)).status_code == 200
+            r = await flood.get("/v1/metrics", headers=INGEST)
+            assert_problem(r, 429, "rate_limited")
+            assert int(r.headers["Retry-After"]) >= 1
+            for _ in range(3):  # the same key, another client: a bucket of its own
+                assert (await honest.get("/v1/metrics", headers=INGEST)).status_code == 200
 
 
 async def test_health_ready_and_prometheus(client: httpx.AsyncClient) -> None:

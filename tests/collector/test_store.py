@@ -140,7 +140,9 @@ async def test_versions_and_epochs_do_not_mix(store: Store) -> None:
     assert await store.read_tallies(v2, [epoch - 3]) == {}
 
 
-async def test_dedupe_state_expires_after_the_retention(store: Store) -> None:
+async def test_dedupe_state_and_tallies_expire_after_their_retention(store: Store) -> None:
+    """Every key a report writes has a TTL: the dedupe state after the acceptance
+    retention, the counters after theirs (LDP_TALLY_RETENTION_DAYS)."""
     spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
     epoch = today()
     await store.ingest([valid(spec, epoch, 1)])
@@ -149,8 +151,9 @@ async def test_dedupe_state_expires_after_the_retention(store: Store) -> None:
         assert len(dedupe) == 1
         expire_at = client.expiretime(dedupe[0])
         tallies = [k for k in client.scan_iter(match="ldp:{m:browser:1:*}:t")]
-        assert client.ttl(tallies[0]) == -1  # tallies are kept
+        tally_expire_at = client.expiretime(tallies[0])
     assert expire_at == (epoch + 1) * 86400 + store.retention_seconds
+    assert tally_expire_at == (epoch + 1) * 86400 + store.tally_retention_seconds
 
 
 async def test_refused_reports_take_back_their_counters(store: Store) -> None:

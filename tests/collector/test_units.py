@@ -13,7 +13,7 @@ from collector.ingest import EpochWindow, inflate
 from collector.settings import Settings
 from collector.telemetry import Telemetry
 from ldp_core.metric import MetricSpec
-from ldp_server.keys import KeyRing, RateLimiter, bearer_key
+from ldp_server.keys import KeyRing, bearer_key
 from ldp_server.problems import Problem
 from ldp_server.redis_server import free_port
 from ldp_server.service import uvicorn_argv
@@ -112,15 +112,6 @@ def test_key_ring_roles() -> None:
     assert bearer_key("Bearer  abc ") == "abc" and bearer_key("bearer abc") == "abc"
     assert bearer_key("Basic abc") is None and bearer_key("Bearer ") is None
     assert bearer_key(None) is None
-
-
-def test_rate_limiter_refills() -> None:
-    lim = RateLimiter(rate=2.0, burst=3)
-    assert [lim.take("a", now=10.0) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert lim.take("a", now=10.0) == pytest.approx(0.5)
-    assert lim.take("a", now=10.5) == 0.0  # one token back after 1/rate seconds
-    assert lim.take("b", now=10.5) == 0.0
-    assert RateLimiter(rate=0, burst=1).take("a") == 0.0  # 0 disables
 
 
 def test_inflate_limits() -> None:

@@ -231,3 +231,86 @@ def test_estimate_without_a_running_system_says_so(data: Path) -> None:
     done = run_ldp("estimate", "theme", data=data)
     assert done.returncode == 1
     assert "no aggregator URL" in done.stderr
+
+
+def _pids_matching(*needles: str) -> list[int]:
+    """PIDs whose command line holds every needle (our own children only: unique ports)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if all(n in cmdline for n in needles):
+            found.append(int(entry.name))
+    return found
+
+
+def _children(parent: int, comm: str) -> list[int]:
+    """Live (not zombie) children of ``parent`` named ``comm``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if name == comm and int(stat_fields[1]) == parent and stat_fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _healthz(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:  # noqa: S310
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def test_up_restarts_a_killed_child_redis_included(data: Path, tmp_path: Path) -> None:
+    """kill -9 of the collector, the aggregator and Redis in turn: each is started again
+    on its own port (and Redis on its own folder, password and data), with one JSON line
+    per restart, and ``ldp up`` stays up (it used to stop the whole stack, and a killed
+    Redis left a zombie and a stack that said "running")."""
+    up = Up(data, tmp_path / "up.log")
+    try:
+        collector, aggregator = up.url("collector"), up.url("aggregator")
+        targets = {
+            "collector": lambda: _pids_matching("collector.app:create_app",
+                                                collector.rsplit(":", 1)[1]),
+            "aggregator": lambda: _pids_matching("aggregator.app:create_app",
+                                                 aggregator.rsplit(":", 1)[1]),
+            "redis": lambda: _children(up.process.pid, "redis-server"),
+        }
+        for restarts, (child, find) in enumerate(targets.items(), start=1):
+            pids = find()
+            assert len(pids) == 1, (child, pids)
+            os.kill(pids[0], signal.SIGKILL)
+            deadline = time.monotonic() + 45
+            while up.text().count('"event": "restarted"') < restarts:
+                assert up.process.poll() is None, up.text()
+                assert time.monotonic() < deadline, up.text()
+                time.sleep(0.2)
+            assert f'"child": "{child}"' in up.text()
+        # Everything answers again; Redis came back with its data (the metric list).
+        assert _healthz(collector) and _healthz(aggregator)
+        keys = json.loads((data / "keys.json").read_text())
+        deadline = time.monotonic() + 30  # until the collector's client has reconnected
+        while (done := run_ldp("metric", "list", data=data)).returncode != 0:
+            assert "store_unavailable" in done.stderr, done.stderr
+            assert time.monotonic() < deadline, done.stderr
+            time.sleep(0.5)
+        assert up.process.poll() is None
+        assert len(_children(up.process.pid, "redis-server")) == 1  # no zombie left
+        supervision = up.text().split("running;", 1)[1]  # the banner shows keys once, by design
+        assert all(key not in supervision for key in keys.values())
+        assert up.stop() == 0
+    finally:
+        up.kill()

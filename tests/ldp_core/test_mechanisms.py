@@ -217,3 +217,21 @@ def test_olh_family_collides_every_pair_equally() -> None:
     for v in range(30):
         for w in range(v + 1, 30):
             assert int((buckets[:, v] == buckets[:, w]).sum()) == expected
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("epsilon", [30.0, 50.0, 64.0])
+def test_olh_choice_of_g_is_bounded_by_the_domain(epsilon: float) -> None:
+    """Past the first prime >= d, more buckets only add variance: the search stops
+    there (it used to loop to e^eps, forever at eps = 50; the timeout is a hang guard)."""
+    for d in (2, 1024, 65536):
+        m = mechanism("olh", epsilon=epsilon, domain_size=d)
+        assert isinstance(m, OLH) and m.g <= 2 * d + 2
+        assert mechanism("auto", epsilon=epsilon, domain_size=d).q_star < 1e-6
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_an_epsilon_past_the_core_cap_is_a_value_error(name: str) -> None:
+    """e^1000 overflows a float: refused with the bound named, never an OverflowError."""
+    with pytest.raises(ValueError, match="at most 64"):
+        build(name, 1000.0)

@@ -120,3 +120,33 @@ def test_epochs_and_units() -> None:
     hourly = MetricSpec.from_json({**CATEGORICAL, "epoch": "hour", "unit": "user"})
     assert hourly.epoch_at(3600 * 7 - 1) == 6
     assert hourly.unit_text() == "per user, per metric, per hour"
+
+
+@pytest.mark.parametrize(
+    "label", ["a\x00b", "evil\u202eexe.txt", "x\u2066y\u2069", "tab\there", "line\u2028break",
+              "zero\u200bwidth", "\ue000private"],
+)
+def test_labels_that_hide_or_reorder_text_are_refused(label: str) -> None:
+    """A label is drawn on the dashboard and printed by the CLI: no control, bidi,
+    zero-width, private-use or separator character may reach them."""
+    body = {"name": "os", "kind": "categorical", "epsilon": 1.0, "domain": ["ok", label]}
+    with pytest.raises(SpecError, match="category 1"):
+        MetricSpec.from_json(body)
+    with pytest.raises(SpecError, match="unit"):
+        MetricSpec.from_json({**body, "domain": ["ok", "fine"], "unit": label})
+
+
+def test_costly_and_pointless_specs_are_refused_at_the_boundary() -> None:
+    """The issue's stalls: a unary domain of 65,536 (each report sets ~18,000 counters),
+    hourly epochs over a huge tally, and an epsilon that randomises nothing."""
+    labels = [f"c{i}" for i in range(65536)]
+    base = {"name": "big", "kind": "categorical", "epsilon": 1.0, "domain": labels}
+    with pytest.raises(SpecError, match="counters per report"):
+        MetricSpec.from_json({**base, "mechanism": "oue"})
+    with pytest.raises(SpecError, match="epochs a month"):
+        MetricSpec.from_json({**base, "mechanism": "olh", "epoch": "hour"})
+    assert MetricSpec.from_json({**base, "mechanism": "olh"}).mechanism == "olh"
+    with pytest.raises(SpecError, match="at most 10"):
+        MetricSpec.from_json({**base, "domain": ["a", "b"], "epsilon": 50.0})
+    with pytest.raises(SpecError, match="at most 20"):
+        MetricSpec.from_json({**base, "domain": ["a", "b"], "longitudinal": {"epsilon_inf": 30}})

@@ -21,7 +21,8 @@ def specs() -> list[dict[str, Any]]:
     return [
         {"name": "browser", "kind": "categorical", "domain": BROWSERS, "epsilon": 1.0,
          "mechanism": "grr"},
-        {"name": "session_minutes", "kind": "numeric", "lo": 0, "hi": 60, "epsilon": 1.0},
+        {"name": "session_minutes", "kind": "numeric", "lo": 0, "hi": 60, "epsilon": 1.0,
+         "mechanism": "one_bit_mean"},
         {"name": "dark_mode", "kind": "boolean", "epsilon": 1.0},
         {"name": "theme", "kind": "categorical", "domain": BROWSERS, "epsilon": 1.0,
          "mechanism": "oue", "longitudinal": {"epsilon_inf": 4.0}},

@@ -94,3 +94,36 @@ def test_redis_memory_splits_tallies_and_dedupe() -> None:
     (row,) = bench_memory.redis_memory((2000,))
     assert row["n"] == 2000 and row["tally"] > 0 and row["dedupe"] > 0
     assert row["keys"] == 8  # 4 shards x (tally, dedupe)
+
+
+def test_linkability_table_separates_memoised_seeds_from_chance() -> None:
+    """OLH's memoised seed links a device's two reports: with 200 devices the pair test
+    is far above a coin (the seed is shared by a device's two reports always and by
+    two devices with probability 1/S, S = 1093 at d = 1024: accuracy ~0.999; 0.9 is
+    over 10 sd away), while GRR's is near chance."""
+    from benchmarks import bench_linkability
+
+    text = bench_linkability.table(devices=200, domain=1024, reid_devices=50)
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert set(rows) >= {"olh", "grr", "oue", "hadamard"}
+    assert float(rows["olh"].split("|")[3]) > 0.9
+
+
+def test_huge_domain_table_has_every_sketch() -> None:
+    from benchmarks import bench_huge_domain
+
+    text = "\n".join(bench_huge_domain.rows(log2_domain=10, reports=20_000, epsilon=2.0))
+    assert all(f"| {name} |" in text for name in ("hadamard", "cms", "hcms"))
+
+
+def test_capacity_model_scales_with_devices_and_names_the_bottleneck() -> None:
+    from benchmarks import capacity
+
+    costs = capacity.Costs(collector_cpu_us=4.0, redis_cpu_us=2.0, state_bytes=80.0,
+                           counters_bytes=660_000.0, wire_bytes=60.0, reports_per_s=1e5)
+    rows = capacity.model_rows(costs)
+    assert len(rows) == len(capacity.DEVICES) * len(capacity.METRICS)
+    peaks = [float(r[2].replace(",", "")) for r in rows]
+    assert peaks[-1] == pytest.approx(1e9 * 100 / 86_400 * capacity.PEAK, rel=1e-6)
+    assert {r[-1] for r in rows} <= {"Redis CPU", "Redis memory", "collector CPU"}
+    assert capacity.wire_bytes_per_report(100) > 10  # a report is never free on the wire

@@ -168,7 +168,8 @@ async def test_aggregator_role_matrix(aggregator_client: httpx.AsyncClient) -> N
                       ("empty", ""), ("analyst", ANALYST_KEY)]:
         r = await aggregator_client.post(
             "/login", content=f"key={key}".encode(),
-            headers={"Content-Type": "application/x-www-form-urlencoded"})
+            headers={"Content-Type": "application/x-www-form-urlencoded",
+                     "Origin": str(aggregator_client.base_url).rstrip("/")})
         matrix.setdefault("POST /login", {})[name] = r.status_code
         if name == "analyst":
             assert r.status_code == 303
@@ -177,8 +178,11 @@ async def test_aggregator_role_matrix(aggregator_client: httpx.AsyncClient) -> N
             assert ANALYST_KEY not in cookie
         else:
             assert r.status_code == 401 and "set-cookie" not in r.headers
-    r = await aggregator_client.post("/logout")
+    r = await aggregator_client.post(
+        "/logout", headers={"Origin": str(aggregator_client.base_url).rstrip("/")})
     assert r.status_code == 303  # clears the cookie; needs no key
+    r = await aggregator_client.post("/logout", headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403  # but only from the dashboard's own origin
     # Writes do not exist on the aggregator, whatever the key.
     for credential in ("analyst", "admin", "ingest"):
         r = await aggregator_client.post("/v1/metrics", json=SPECS["page"],

@@ -71,7 +71,8 @@ def raw_request(port: int, head: str, body_chunks: list[bytes], key: str) -> int
     answer = b""
     deadline = time.monotonic() + 30
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall((head + f"Authorization: Bearer {key}\r\nHost: x\r\n\r\n").encode())
+        sock.sendall((head + f"Authorization: Bearer {key}\r\nHost: x\r\nOrigin: http://x\r\n\r\n")
+                     .encode())
         while b"\r\n" not in answer and time.monotonic() < deadline:
             want_write = [sock] if sent < len(body) else []
             readable, writable, _ = select.select([sock], want_write, [], 1.0)
@@ -166,7 +167,8 @@ def test_aggregator_login_body_is_bounded(redis_server: RedisServer, tmp_path: P
     try:
         with httpx.Client(base_url=service.url, timeout=30) as client:
             r = client.post("/login", content=f"key={ANALYST_KEY}".encode(),
-                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+                             headers={"Content-Type": "application/x-www-form-urlencoded",
+                                      "Origin": service.url})
             assert r.status_code == 303
             before = memory(service.pid)
             statuses = []

@@ -1,0 +1,137 @@
+"""Monte Carlo trials of the poisoning harness: how often the signals see an attack.
+
+One scenario = a mechanism, a population of n honest devices (fixed true
+values), ``history`` earlier epochs of the same population, and a latest epoch
+to which the attacker adds MGA fakes (no tokens: any number of reports from
+one fleet key) or in which its own devices send MGA fakes instead of their
+honest reports (tokens: one report per device).  The shared helper of
+benchmarks/bench_poisoning.py and tests/aggregator/test_poisoning_detection.py.
+
+>>> from ldp_core import mechanism
+>>> s = Scenario(mechanism("grr", epsilon=1.0, domain_size=32), honest=10_000)
+>>> round(float(s.shares()[s.target]), 4), s.target
+(0.0077, 31)
+>>> r = run(s, fraction=0.05, trials=20, seed=1)
+>>> r.detected, r.trials
+(20, 20)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.attacks import gain, mga_tallies
+from aggregator.poisoning import Policy, assess, shares
+from ldp_core import Mechanism
+
+__all__ = ["Outcome", "Scenario", "predicted_detection", "run"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The issue's setting by default: Zipf(1) population, the rarest value targeted."""
+
+    mech: Mechanism
+    honest: int = 10_000
+    history: int = 10
+    tokens: bool = False
+    policy: Policy = field(default_factory=Policy)
+
+    @property
+    def width(self) -> int:
+        """How many shares are estimated (d, or 2 for a binary or mean design)."""
+        return self.mech.domain_size if self.mech.kind == "frequency" else 2
+
+    @property
+    def target(self) -> int:
+        """The value the attacker promotes: the rarest (the "yes" of a binary design)."""
+        return self.width - 1
+
+    @property
+    def index(self) -> int:
+        """Where the target's share sits among the estimated shares (0 for one share)."""
+        return self.target if self.mech.kind == "frequency" else 0
+
+    def shares(self) -> npt.NDArray[np.float64]:
+        """True shares: Zipf(1) over d values; 70/30 for a binary design."""
+        if self.width == 2:
+            return np.array([0.7, 0.3])
+        w = 1.0 / np.arange(1, self.width + 1)
+        return np.asarray(w / w.sum(), dtype=np.float64)
+
+    def values(self, count: int) -> npt.NDArray[np.int64]:
+        """``count`` true values with the shares above (largest remainders)."""
+        raw = self.shares() * count
+        counts = np.floor(raw).astype(np.int64)
+        counts[np.argsort(counts - raw)[: count - int(counts.sum())]] += 1
+        return np.repeat(np.arange(self.width), counts)
+
+    def fakes(self, fraction: float) -> int:
+        """Fake reports for a fraction of all reports (tokens: of the devices)."""
+        if self.tokens:
+            return round(self.honest * fraction)
+        return round(self.honest * fraction / (1 - fraction))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Counts over the trials of one (scenario, fraction)."""
+
+    trials: int
+    detected: int
+    mean_shift: float
+
+    @property
+    def rate(self) -> float:
+        """Share of trials flagged."""
+        return self.detected / self.trials
+
+
+def run(scenario: Scenario, fraction: float, trials: int, seed: int, epochs: int = 1) -> Outcome:
+    """Flag rate of ``assess`` over ``trials`` attacks with ``fraction`` MGA fakes in each of
+    ``epochs`` consecutive epochs, each tested as the latest against all before it
+    (0 = honest data: the false-alarm rate); the shift is the first epoch's."""
+    m, gen = scenario.mech, np.random.default_rng(seed)
+    fakes = scenario.fakes(fraction)
+    kept = scenario.honest - fakes if scenario.tokens else scenario.honest
+    latest = m.simulate_tallies(scenario.values(kept), trials * epochs, gen)
+    earlier_values = scenario.values(scenario.honest * scenario.history)
+    detected, shift = 0, 0.0
+    truth = scenario.shares()[scenario.target]
+    for i in range(trials):
+        rows = [(m.simulate_tallies(earlier_values, 1, gen)[0], len(earlier_values))]
+        seen = False
+        for j in range(epochs):
+            vector = latest[i * epochs + j] + mga_tallies(m, (scenario.target,), fakes, gen)
+            n = kept + fakes
+            seen = seen or assess(m, (vector, n), rows, scenario.policy).flagged
+            if j == 0:
+                shift += float(shares(m, vector, n).value[scenario.index]) - truth
+            rows.append((vector, n))
+        detected += seen
+    return Outcome(trials=trials, detected=detected, mean_shift=shift / trials)
+
+
+def predicted_detection(scenario: Scenario, fraction: float) -> float:
+    """P[the drift test flags the target] by the normal law: the MGA moves the target by
+    fraction (gain - f) over a stderr sqrt(se_now^2 + se_before^2) (rare-value variance
+    plus item term); a lower bound on the flag rate (other signals only add to it)."""
+    m, f = scenario.mech, float(scenario.shares()[scenario.target])
+    n_now = scenario.honest + (0 if scenario.tokens else scenario.fakes(fraction))
+    n_before = scenario.honest * scenario.history
+    p, q = m.p_star, m.q_star
+    k = scenario.width if m.kind == "frequency" else 1
+
+    def var(n: int) -> float:
+        return float(m.count_variance(n, f * n)) / n**2
+
+    se = math.sqrt(var(n_now) + var(n_before))
+    shift = fraction * (gain(m) - f)
+    assert p > q
+    threshold = scenario.policy.quantile(scenario.policy.alpha_rise, k)
+    return NormalDist().cdf(shift / se - threshold)

@@ -1,0 +1,280 @@
+"""Signals of poisoning on every estimate: what lying clients cannot hide cheaply.
+
+Local DP cannot refuse a well-crafted lie (``aggregator.attacks``: the maximal
+gain attack sends reports that an honest device could send).  What a lie
+cannot avoid is moving the estimate: +10 points of a target needs a fraction
+0.10 / gain of fake reports, and the move is tested here against the noise
+the mechanism itself declares.  For a window of epochs (the latest one and
+the earlier ones), with k the number of estimated shares (d for a histogram,
+1 for a proportion or a mean) and each share's stderr from
+``aggregator.estimate`` (item term included; the memoised bound for two-level
+metrics):
+
+- ``impossible``: a share whose interval at z = Phi^-1(1 - a/(2k)),
+  a = ``alpha_impossible`` (1e-6), lies entirely above 1 or below 0, over
+  the window and over its latest epoch.  An honest share does so with
+  probability <= a per test (normal approximation).
+- ``tally_sum_z``: the set-bit total of a unary tally against its exact
+  honest law (``collector.plausibility``; |z| > 5, 6e-7 per window).
+- ``drift``: per value, z = (f_latest - f_earlier) / sqrt(se_latest^2 +
+  se_earlier^2), the latest epoch against the pooled earlier epochs of the
+  window.  A rise above Phi^-1(1 - a_rise/k) (a_rise = 0.008) or a fall below
+  -Phi^-1(1 - a_fall/k) (a_fall = 0.001) flags it (Bonferroni over the k
+  values).  One-sided budgets: promotion is what an attacker gains by (the
+  MGA's rise per fake, gain = (1-q*)/(p*-q*), is at least its fall per fake,
+  q*/(p*-q*), for every mechanism here), so most of the budget tests rises.
+  For two-level metrics the latest and earlier estimates share permanent
+  responses and are positively correlated, so the sum of variances is an
+  upper bound: the test stays conservative.  It assumes a stable population:
+  a real, sudden change of one value is flagged too (a signal, not proof).
+- ``robust``: with 3 to 64 epochs (and at most 2^22 counters to decode), the
+  median of the per-epoch estimates beside the unbiased window estimate.  An
+  attacker who poisons fewer than half of the epochs cannot push it beyond
+  the largest honest per-epoch estimate, while the unbiased estimate moves by
+  fraction x gain.
+
+The false-alarm rate on honest, stationary data is at most
+a_rise + a_fall + 2 a_impossible + 6e-7 ~ 0.9% per estimate (Bonferroni;
+``Policy.false_alarm_rate``).
+
+>>> from ldp_core import mechanism
+>>> from ldp_core.simulate import tallies
+>>> m = mechanism("grr", epsilon=1.0, domain_size=4)
+>>> honest = [tallies(m, [0, 1, 2, 3] * 2500, seed=s) for s in range(3)]
+>>> assess(m, honest[-1], honest[:-1]).flagged
+False
+>>> t, n = honest[-1]
+>>> t[3] += 600                          # 600 fake reports of value 3 (GRR MGA)
+>>> s = assess(m, (t, n + 600), honest[:-1])
+>>> s.flagged, s.rise
+(True, (3,))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.attacks import gain
+from aggregator.estimate import window_count_variance, window_mean_variance
+from collector.store import SUM_Z_FLAG, count_sum_z
+from ldp_core import Mechanism
+from ldp_core.metric import MetricSpec
+
+__all__ = ["Policy", "Shares", "Signals", "assess", "estimate_signals", "shares"]
+
+Tally = tuple[Sequence[int] | npt.NDArray[Any], int]
+
+#: Probability that an honest |z| of the set-bit total exceeds SUM_Z_FLAG.
+SUM_Z_ALARM = 6e-7
+
+
+@dataclass(frozen=True)
+class Policy:
+    """False-alarm budgets of each signal (per estimate, honest stationary data)."""
+
+    alpha_rise: float = 0.008
+    alpha_fall: float = 0.001
+    alpha_impossible: float = 1e-6
+    robust_min_epochs: int = 3
+    #: Past this many epochs, or counters x epochs, the robust median is not computed
+    #: (it decodes every epoch: bounded work per request).
+    robust_max_epochs: int = 64
+    robust_max_cells: int = 1 << 22
+
+    def quantile(self, alpha: float, tests: int) -> float:
+        """Phi^-1(1 - alpha / tests): a Bonferroni one-sided threshold.
+
+        >>> round(Policy().quantile(0.008, 32), 2)
+        3.48
+        """
+        return -NormalDist().inv_cdf(alpha / tests)
+
+    @property
+    def false_alarm_rate(self) -> float:
+        """Upper bound on P[flagged] for honest data (union bound over the signals)."""
+        return self.alpha_rise + self.alpha_fall + 2 * self.alpha_impossible + SUM_Z_ALARM
+
+
+@dataclass(frozen=True, eq=False)
+class Shares:
+    """Estimated shares and their stderr (k = d values, or 1 share of 1s)."""
+
+    value: npt.NDArray[np.float64]
+    stderr: npt.NDArray[np.float64]
+
+
+def shares(
+    m: Mechanism, tallies: Sequence[int] | npt.NDArray[Any], n: int, epochs: int = 1
+) -> Shares:
+    """Unbiased shares of a tally vector with the stderr ``aggregator.estimate`` uses."""
+    support = np.asarray(m.support_counts(tallies), dtype=np.float64)
+    p, q = m.p_star, m.q_star
+    c_hat = (support - n * q) / (p - q)
+    if m.kind == "frequency":
+        var = window_count_variance(m, n, np.clip(c_hat, 0, n), epochs) / n**2
+        return Shares(c_hat / n, np.sqrt(var))
+    share = c_hat[1:2] / n
+    if m.kind == "binary":
+        var = window_count_variance(m, n, np.clip(c_hat[1:2], 0, n), epochs) / n**2
+    else:
+        var = np.atleast_1d(window_mean_variance(m, n, float(share[0]), epochs))
+    return Shares(share, np.sqrt(np.asarray(var, dtype=np.float64)))
+
+
+@dataclass(frozen=True, eq=False)
+class Signals:
+    """What ``assess`` found; indices refer to the estimated shares."""
+
+    impossible: tuple[int, ...]
+    sum_z: float | None
+    drift_z: tuple[float, ...] | None
+    rise: tuple[int, ...]
+    fall: tuple[int, ...]
+    robust: tuple[float, ...] | None
+    gain: float
+    policy: Policy
+
+    @property
+    def flagged(self) -> bool:
+        """Whether any signal fired."""
+        loud_sum = self.sum_z is not None and abs(self.sum_z) > SUM_Z_FLAG
+        return bool(self.impossible or self.rise or self.fall or loud_sum)
+
+    def reasons(self, labels: Sequence[str]) -> list[str]:
+        """Why it is flagged, one sentence per signal that fired."""
+        out = [f"{labels[i]}: interval entirely outside [0, 1]" for i in self.impossible]
+        z = self.drift_z or ()
+        out += [f"{labels[i]}: rose {z[i]:.1f} stderr above the earlier epochs" for i in self.rise]
+        out += [f"{labels[i]}: fell {-z[i]:.1f} stderr below the earlier epochs" for i in self.fall]
+        if self.sum_z is not None and abs(self.sum_z) > SUM_Z_FLAG:
+            out.append(f"set-bit total {self.sum_z:+.1f} stderr from the honest law")
+        return out
+
+    def to_json(self, labels: Sequence[str]) -> dict[str, Any]:
+        """The signals with labels (the estimate's ``poisoning`` field adds to it)."""
+
+        def named(idx: tuple[int, ...]) -> list[str]:
+            return [labels[i] for i in idx]
+
+        k = len(labels)
+        drift = None
+        if self.drift_z is not None:
+            drift = {
+                "z": [round(z, 3) for z in self.drift_z],
+                "rising": named(self.rise),
+                "falling": named(self.fall),
+                "threshold_rise": self.policy.quantile(self.policy.alpha_rise, k),
+                "threshold_fall": -self.policy.quantile(self.policy.alpha_fall, k),
+            }
+        reasons = self.reasons(labels)
+        return {
+            "summary": "Possible poisoning: " + "; ".join(reasons) + "." if reasons else None,
+            "reasons": reasons,
+            "impossible": named(self.impossible),
+            "drift": drift,
+            "robust": None
+            if self.robust is None
+            else {"method": "median of per-epoch estimates", "values": list(self.robust)},
+            "gain_per_fake": self.gain,
+            "false_alarm_rate": self.policy.false_alarm_rate,
+        }
+
+
+def _impossible(s: Shares, z: float) -> set[int]:
+    out = (s.value - z * s.stderr > 1) | (s.value + z * s.stderr < 0)
+    return {int(i) for i in np.flatnonzero(out)}
+
+
+def _pool(m: Mechanism, rows: Sequence[Tally]) -> tuple[npt.NDArray[np.int64], int]:
+    total = np.zeros(m.num_counters, dtype=np.int64)
+    for vector, _ in rows:
+        total += np.asarray(vector, dtype=np.int64)
+    return total, sum(int(c) for _, c in rows)
+
+
+def assess(
+    m: Mechanism, latest: Tally, earlier: Sequence[Tally] = (), policy: Policy = Policy()
+) -> Signals:
+    """Every signal for a window made of ``earlier`` epochs and the ``latest`` one.
+
+    Each tally is (vector, n); epochs without reports are left out by the caller.
+    """
+    rows = [*(r for r in earlier if r[1] > 0), latest]
+    total, n = _pool(m, rows)
+    window = shares(m, total, n, len(rows))
+    k = len(window.value)
+    z_imp = policy.quantile(policy.alpha_impossible, 2 * k)
+    now = shares(m, latest[0], int(latest[1]))
+    impossible = _impossible(window, z_imp) | (_impossible(now, z_imp) if len(rows) > 1 else set())
+    drift: tuple[float, ...] | None = None
+    rise: tuple[int, ...] = ()
+    fall: tuple[int, ...] = ()
+    if len(rows) > 1:
+        before_t, before_n = _pool(m, rows[:-1])
+        before = shares(m, before_t, before_n, len(rows) - 1)
+        z = (now.value - before.value) / np.sqrt(now.stderr**2 + before.stderr**2)
+        drift = tuple(float(x) for x in z)
+        rise = tuple(int(i) for i in np.flatnonzero(z > policy.quantile(policy.alpha_rise, k)))
+        fall = tuple(int(i) for i in np.flatnonzero(z < -policy.quantile(policy.alpha_fall, k)))
+    robust = None
+    cells = len(rows) * m.num_counters
+    if policy.robust_min_epochs <= len(rows) <= policy.robust_max_epochs and (
+        cells <= policy.robust_max_cells
+    ):
+        per = np.array([shares(m, v, int(c)).value for v, c in rows])
+        robust = tuple(float(x) for x in np.median(per, axis=0))
+    return Signals(
+        impossible=tuple(sorted(impossible)),
+        sum_z=count_sum_z(m, [int(x) for x in total], n) if n else None,
+        drift_z=drift,
+        rise=rise,
+        fall=fall,
+        robust=robust,
+        gain=gain(m),
+        policy=policy,
+    )
+
+
+def _labels(spec: MetricSpec) -> list[str]:
+    if spec.kind == "categorical":
+        return list(spec.domain)
+    return ["mean share"] if spec.kind == "numeric" else ["true"]
+
+
+def estimate_signals(
+    spec: MetricSpec,
+    total: Sequence[int],
+    n: int,
+    per_epoch: Sequence[tuple[int, Sequence[int], int]] = (),
+    refused: int = 0,
+) -> dict[str, Any]:
+    """The signals of a metric's window as JSON, plus ``signals_flagged``; nothing fires
+    on a suppressed window (too few reports to say anything).
+
+    ``per_epoch`` rows are (epoch, tallies, n) in epoch order; without them the
+    window is one epoch (no drift, no robust estimate).  ``refused``: reports the
+    collector refused as implausible in the window (a reason of its own).
+    """
+    labels = _labels(spec)
+    rows = [(v, c) for _, v, c in per_epoch if c > 0] or ([(total, n)] if n > 0 else [])
+    if not rows or n < spec.min_reports:
+        return {
+            "summary": None,
+            "reasons": [],
+            "impossible": [],
+            "drift": None,
+            "robust": None,
+            "signals_flagged": False,
+        }
+    signals = assess(spec.build(), rows[-1], rows[:-1])
+    out = {**signals.to_json(labels), "signals_flagged": signals.flagged}
+    if refused:
+        out["reasons"] = [f"{refused} implausible report(s) refused", *out["reasons"]]
+        out["summary"] = "Possible poisoning: " + "; ".join(out["reasons"]) + "."
+    return out

@@ -1,0 +1,100 @@
+"""The state file's schema: the spool and the ledger, and its one upgrade path.
+
+>>> SCHEMA_VERSION
+2
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from client_sdk._errors import StateError
+
+__all__ = ["SCHEMA_VERSION", "upgrade"]
+
+SCHEMA_VERSION = 2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS spool (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    report_id TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    charge REAL NOT NULL,
+    size INTEGER NOT NULL,
+    lease_until REAL NOT NULL DEFAULT 0,
+    lease_pid INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS budget (
+    metric TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    spent REAL NOT NULL,
+    reports INTEGER NOT NULL,
+    PRIMARY KEY (metric, epoch)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lifetime (
+    metric TEXT NOT NULL,
+    value_key TEXT NOT NULL,
+    epsilon_inf REAL NOT NULL,
+    PRIMARY KEY (metric, value_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS names (
+    metric TEXT PRIMARY KEY,
+    high_water REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS versions (
+    metric TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    PRIMARY KEY (metric, version)
+) WITHOUT ROWID;
+"""
+
+#: Schema 1 (ledger and lifetime keyed by version, a trigger charging on insert) to 2.
+#: Charges move to the name; old lifetime keys stay charged (their permanent responses
+#: were drawn under the old context, so a value memoised before is drawn, and charged,
+#: anew); the per-name high-water mark starts unknown (0).
+_MIGRATE_1 = """
+DROP TRIGGER IF EXISTS charge_ledger;
+INSERT INTO budget (metric, epoch, spent, reports)
+    SELECT metric, epoch, SUM(spent), SUM(reports) FROM ledger GROUP BY metric, epoch;
+DROP TABLE ledger;
+ALTER TABLE lifetime RENAME TO lifetime_v1;
+CREATE TABLE lifetime (
+    metric TEXT NOT NULL,
+    value_key TEXT NOT NULL,
+    epsilon_inf REAL NOT NULL,
+    PRIMARY KEY (metric, value_key)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO lifetime SELECT metric, value_key, epsilon_inf FROM lifetime_v1;
+DROP TABLE lifetime_v1;
+"""
+
+
+def upgrade(conn: sqlite3.Connection, target: str) -> None:
+    """Create or migrate the schema, once, whoever else opens the file meanwhile."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise StateError(f"{target} was written by a newer SDK (schema {version})")
+        for statement in _statements(_SCHEMA):
+            conn.execute(statement)
+        if version == 1:
+            for statement in _statements(_MIGRATE_1):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    return [x.strip() for x in script.split(";") if x.strip()]

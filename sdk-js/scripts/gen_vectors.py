@@ -1,0 +1,154 @@
+"""Shared conformance vectors for @ldp-telemetry/sdk, generated FROM the Python core.
+
+    PYTHONPATH=. python sdk-js/scripts/gen_vectors.py > sdk-js/test/vectors.json
+
+tests/sdk_js/test_sdk_js.py regenerates them and compares with the committed
+file (so they cannot drift), then the Node tests check every entry byte for
+byte: resolved params (thresholds, p*, q*, epsilons), fingerprints and memo
+contexts, one-level reports for fixed HMAC_DRBG randomness (every family,
+including OLH hashes and Hadamard outputs), permanent responses for fixed
+secrets and contexts, instantaneous draws, HMAC_DRBG outputs (NIST CAVP),
+device tokens, ledger value keys, Python float formatting and batch JSON bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from typing import Any
+
+from client_sdk._device import DeviceState, mechanism_fingerprint, memo_context, payload_text
+from client_sdk._ledger import MemoryLedger
+from ldp_core._rng import uniform_words
+from ldp_core.memo import HmacDrbg, permanent_seed
+from ldp_core.metric import MetricSpec
+from ldp_core.wire import batch_json, device_token
+
+SECRETS = [bytes(range(32)), hashlib.sha256(b"device-2").digest()]
+
+
+def seed(*parts: object) -> bytes:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+
+
+def specs() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    cats = {2: ["a", "b"], 4: ["free", "basic", "pro", "team"], 37: [f"c{i}" for i in range(37)],
+            1024: [f"v{i}" for i in range(1024)]}
+    for eps, inf in ((0.5, 1.5), (1.0, 3.0), (3.0, 6.0)):
+        for mech in ("binary_rr", "forced_response"):
+            out.append({"name": f"b.{mech}.{eps}", "kind": "boolean", "epsilon": eps,
+                        "mechanism": mech})
+        out.append({"name": f"b.l.{eps}", "kind": "boolean", "epsilon": eps,
+                    "mechanism": "binary_rr", "longitudinal": {"epsilon_inf": inf}})
+        for mech in ("grr", "sue", "oue", "olh", "hadamard"):
+            for d in (2, 4, 37, 1024):
+                if mech in ("sue", "oue") and d == 1024 and eps != 1.0:
+                    continue
+                for two in (False, True):
+                    spec: dict[str, Any] = {
+                        "name": f"c.{mech}.{d}.{eps}.{int(two)}", "kind": "categorical",
+                        "domain": cats[d], "epsilon": eps, "mechanism": mech}
+                    if two:
+                        spec["longitudinal"] = {"epsilon_inf": inf}
+                    out.append(spec)
+        for b, (lo, hi) in enumerate(((0, 120), (-3.5, 1e-5), (0, 1e17))):
+            for two in (False, True):
+                spec = {"name": f"n.{eps}.{b}.{int(two)}", "kind": "numeric", "lo": lo, "hi": hi,
+                        "epsilon": eps, "mechanism": "one_bit_mean"}
+                if two:
+                    spec["longitudinal"] = {"epsilon_inf": inf}
+                out.append(spec)
+    return out
+
+
+def values_of(spec: MetricSpec) -> list[int | float]:
+    if spec.kind == "numeric":
+        assert spec.lo is not None and spec.hi is not None
+        span = spec.hi - spec.lo
+        return [spec.lo, spec.hi, spec.lo + span / 3, spec.lo + span * 0.7071, spec.lo + span / 1e6]
+    d = spec.domain_size
+    return sorted({0, 1, d // 2, d - 1})
+
+
+def mechanism_cases() -> list[dict[str, Any]]:
+    cases = []
+    for raw in specs():
+        spec = MetricSpec.from_json(raw)
+        m = spec.build()
+        fingerprint = mechanism_fingerprint(spec)
+        context = memo_context(spec, fingerprint)
+        draws = []
+        for v in values_of(spec):
+            x = m.check_value(v)
+            for k in range(3):
+                s = seed(spec.name, repr(v), k)
+                entry: dict[str, Any] = {"value": x, "seed": s.hex()}
+                if m.levels == 1:
+                    entry["payload"] = payload_text(m.encode(m._perturb(x, HmacDrbg(s))))
+                else:
+                    secret = SECRETS[k % 2]
+                    perm = m.permanent_response(x, secret, context)  # type: ignore[attr-defined]
+                    entry["secret"] = secret.hex()
+                    entry["permanent"] = payload_text(m.encode(perm))
+                    entry["payload"] = payload_text(
+                        m.encode(m._instant(perm, HmacDrbg(s))))  # type: ignore[attr-defined]
+                    entry["value_key"] = DeviceState(secret, MemoryLedger()).value_key(
+                        spec.name, fingerprint, x)
+                draws.append(entry)
+        cases.append({"spec": spec.to_json(), "fingerprint": fingerprint, "context": context,
+                      "canonical_epsilon": m.epsilon, "draws": draws})
+    return cases
+
+
+def drbg_cases() -> dict[str, Any]:
+    entropy = bytes.fromhex("ca851911349384bffe89de1cbdc46e6831e44d34a4fb935ee285dd14b71a7488")
+    nonce = bytes.fromhex("659ba96c601dc69fc902940805ec0ca8")
+    nist = {"seed": (entropy + nonce).hex(), "expected": (
+        "e528e9abf2dece54d47c7e75e5fe302149f817ea9fb4bee6f4199697d04d5b89"
+        "d54fbb978a15b5c443c9ec21036d2460b6f73ebad0dc2aba6e624abf07745bc1"
+        "07694bb7547bb0995f70de25d6b29e2d3011bb19d27676c07162c8b5ccde0668"
+        "961df86803482cb37ed6d5c0bb8d50cf1f50d476aa0458bdaba806f48be9dcb8")}
+    drbg = HmacDrbg(entropy + nonce)
+    drbg.generate(128)
+    assert drbg.generate(128).hex() == nist["expected"]
+    ops = []
+    d2 = HmacDrbg(b"ops")
+    plan = [("bits", 1), ("bits", 7), ("bits", 32), ("bits", 33), ("range", 6), ("range", 1),
+            ("range", 2**32), ("range", 1093), ("bits", 23), ("words", 5), ("range", 3)]
+    for op, arg in plan * 3:
+        if op == "bits":
+            ops.append([op, arg, d2.getrandbits(arg)])
+        elif op == "range":
+            ops.append([op, arg, d2.randrange(arg)])
+        else:
+            ops.append([op, arg, list(uniform_words(arg, d2))])
+    return {"nist": nist, "ops_seed": b"ops".hex(), "ops": ops}
+
+
+def main() -> None:
+    floats = [1.0, 0.1, 1e-5, 1e-4, 123456789.0, 1e16, 1e15 + 0.5, 2.5e-300, 5e-324, -0.0, 0.0,
+              -3.5, 1e17, 0.9999999983489763, 1 / 3, 2**53 + 0.0, 1.7976931348623157e308]
+    tokens = [[s.hex(), m, v, e, device_token(s, m, v, e)]
+              for s in SECRETS for m, v, e in (("browser", 1, 20421), ("ü.metric", 3, 0))]
+    seeds = [[s.hex(), c, v, isinstance(v, float), permanent_seed(s, c, v).hex()]
+             for s in SECRETS for c, v in (("app.theme|ab", 3), ("m|x", 12.5), ("m|é", 0.0))]
+    rows = [("browser", 1, 20421, "00" * 16, "11" * 32, "3"),
+            ("olh\u2603\"\\\x7f\n", 2, 5, "ab" * 16, "cd" * 32, "[5,1]"),
+            ("u", 1, 7, "ef" * 16, "01" * 32, '"AQ"')]
+    batch = batch_json(*(list(c) for c in zip(*rows, strict=True)))
+    vectors = {
+        "mechanisms": mechanism_cases(),
+        "drbg": drbg_cases(),
+        "float_repr": [[x, repr(x), x.hex()] for x in floats],
+        "tokens": tokens,
+        "permanent_seeds": seeds,
+        "batch": {"rows": [list(r) for r in rows], "json": batch},
+    }
+    json.dump(vectors, sys.stdout, indent=None, separators=(",", ":"), ensure_ascii=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

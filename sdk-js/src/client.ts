@@ -1,0 +1,413 @@
+/**
+ * The device Client: ``record(name, value)`` never throws at the app; it
+ * answers a status.  It mirrors ``client_sdk.Client``: a spec catalog fetched
+ * from the collector (``GET /v1/metrics``, ingest key as Bearer), the budget
+ * ledger, memoisation of two-level metrics, a durable spool, batched delivery
+ * with retries (capped exponential backoff, full jitter, Retry-After honoured).
+ *
+ * @example
+ *   const client = await Client.open({ url: "https://collector.example", apiKey: "…", store });
+ *   await client.record("app.theme", "dark");   // { status: "queued", ok: true }
+ */
+import { Ledger, type Ask } from "./ledger.js";
+import { buildMechanism, isTwoLevel, type Mechanism, type Spec } from "./mechanisms.js";
+import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
+import { SystemRng } from "./rng.js";
+import { toHex } from "./sha256.js";
+import { MemoryStore, type Store } from "./store.js";
+import { batchJson, deviceToken, MAX_BATCH, type Row } from "./wire.js";
+
+export type Status =
+  | "queued" | "held" | "over_budget" | "over_lifetime_budget" | "spec_conflict" | "unknown_metric"
+  | "invalid_value" | "storage_error" | "closed";
+
+export interface RecordResult { status: Status; ok: boolean; epoch?: number; clamped?: boolean }
+
+export interface ClientOptions {
+  url: string;
+  apiKey: string;
+  store?: Store;
+  /** Specs bundled with the app (used until the collector's arrive). */
+  metrics?: Spec[];
+  budgets?: Record<string, number>;
+  lifetimeBudgets?: Record<string, number>;
+  batchSize?: number;
+  /** Seconds between background deliveries (0: only on flush). */
+  interval?: number;
+  backoffBase?: number;
+  backoffMax?: number;
+  retryAfterMax?: number;
+  requestTimeout?: number;
+  fetch?: typeof fetch;
+  clock?: () => number;
+  /** Use fetch keepalive (browsers: delivery survives page unload). */
+  keepalive?: boolean;
+  /** Fetch the catalog at open (default true; false: bundled ``metrics`` only). */
+  fetchMetrics?: boolean;
+  logger?: Pick<Console, "warn" | "info">;
+}
+
+interface Known { spec: Spec; m: Mechanism; fingerprint: string; context: string; index?: Map<string, number> }
+
+const PERIOD = { hour: 3600, day: 86400 } as const;
+const RETRYABLE = new Set([408, 425, 429]);
+const HOLD_MAX = 100, HOLD_MS = 60_000;
+
+export class Client {
+  private readonly o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics">>;
+  private readonly store: Store;
+  private readonly fetchFn: typeof fetch;
+  private readonly log: Pick<Console, "warn" | "info">;
+  private readonly rng = new SystemRng();
+  private secret: Uint8Array = new Uint8Array(32);
+  private ledger = new Ledger();
+  private readonly specs = new Map<string, Known>();
+  private readonly conflicts = new Map<string, number>();
+  private fetched = false;
+  private pending: Row[] = [];
+  private readonly inflight = new Set<string>();
+  private held: { name: string; value: unknown; at: number }[] = [];
+  private lock: Promise<unknown> = Promise.resolve();
+  private sending: Promise<boolean> | null = null;
+  private attempt = 0;
+  private backoffUntil = 0;
+  private sendLimit = MAX_BATCH;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private closed = false;
+  private readonly warned = new Set<string>();
+  readonly counters = { sent: 0, duplicates: 0, retries: 0, batches: 0, clamped: 0,
+    dropped: {} as Record<string, number>, refused: {} as Record<string, number> };
+
+  private constructor(opts: ClientOptions) {
+    this.o = {
+      url: opts.url.replace(/\/+$/, ""), apiKey: opts.apiKey, budgets: opts.budgets ?? {},
+      lifetimeBudgets: opts.lifetimeBudgets ?? {}, batchSize: opts.batchSize ?? 100,
+      interval: opts.interval ?? 30, backoffBase: opts.backoffBase ?? 0.5, backoffMax: opts.backoffMax ?? 60,
+      retryAfterMax: opts.retryAfterMax ?? 300, requestTimeout: opts.requestTimeout ?? 10,
+      clock: opts.clock ?? (() => Date.now() / 1000), keepalive: opts.keepalive ?? false,
+    };
+    this.store = opts.store ?? new MemoryStore();
+    this.fetchFn = opts.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
+    this.log = opts.logger ?? console;
+    if (!/^https:\/\//.test(this.o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.o.url)) {
+      throw new Error(`collector url must be https (or http on loopback), got ${opts.url}`);
+    }
+  }
+
+  /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
+  static async open(opts: ClientOptions): Promise<Client> {
+    const c = new Client(opts);
+    const loaded = await c.store.open(() => c.rng.bytes(32));
+    c.secret = loaded.secret;
+    c.ledger = new Ledger(loaded.ledger ?? undefined);
+    for (const ch of loaded.charges) c.ledger.apply(ch);
+    c.pending = loaded.rows;
+    c.learn(opts.metrics ?? [], false);
+    if (loaded.catalog) c.learn(loaded.catalog, false);
+    if (c.store.snapshot) await c.store.snapshot(c.ledger.state, c.pending);
+    if (opts.fetchMetrics ?? true) void c.refreshMetrics();
+    else c.fetched = true;
+    if (c.o.interval > 0) {
+      c.timer = setInterval(() => { if (c.pending.length) void c.deliver(); }, c.o.interval * 1000);
+      (c.timer as { unref?: () => void }).unref?.();
+    }
+    return c;
+  }
+
+  private learn(specs: unknown[], fromCollector: boolean): number {
+    let n = 0;
+    for (const raw of specs) {
+      try {
+        const spec = raw as Spec;
+        if (typeof spec?.name !== "string" || typeof spec.version !== "number") continue;
+        const old = this.specs.get(spec.name);
+        if (old && old.spec.version > spec.version) continue;
+        const m = buildMechanism(spec);
+        const fingerprint = mechanismFingerprint(spec);
+        if (old && old.spec.version === spec.version && old.fingerprint !== fingerprint) {
+          this.conflicts.set(spec.name, spec.version);
+          this.warnOnce(`conflict:${spec.name}`, `metric ${spec.name} v${spec.version} changed under its version: refused`);
+          continue;
+        }
+        const index = spec.kind === "categorical" ? new Map((spec.domain ?? []).map((c, i) => [c, i])) : undefined;
+        this.specs.set(spec.name, { spec, m, fingerprint, context: memoContext(spec, fingerprint), index });
+        if ((this.conflicts.get(spec.name) ?? Infinity) < spec.version) this.conflicts.delete(spec.name);
+        n++;
+      } catch (e) {
+        this.warnOnce(`spec:${String((raw as Spec)?.name)}`, `unusable metric spec: ${(e as Error).message}`);
+      }
+    }
+    if (fromCollector) this.fetched = true;
+    return n;
+  }
+
+  private warnOnce(key: string, message: string): void {
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.log.warn(`[ldp-telemetry] ${message}`);
+  }
+
+  private refuse(status: Status, epoch?: number): RecordResult {
+    this.counters.refused[status] = (this.counters.refused[status] ?? 0) + 1;
+    return { status, ok: false, epoch };
+  }
+
+  /** The mechanism input of a user value, or null (counted, warned once). */
+  private input(k: Known, value: unknown): { x: number; clamped: boolean } | null {
+    const s = k.spec;
+    if (s.kind === "categorical") {
+      const i = typeof value === "string" ? k.index!.get(value) : undefined;
+      return i === undefined ? null : { x: i, clamped: false };
+    }
+    if (s.kind === "boolean") {
+      if (value === true || value === 1) return { x: 1, clamped: false };
+      if (value === false || value === 0) return { x: 0, clamped: false };
+      return null;
+    }
+    if (typeof value !== "number" || !Number.isFinite(value)) return null;
+    const lo = s.lo as number, hi = s.hi as number;
+    const x = Math.min(hi, Math.max(lo, value));
+    return { x, clamped: x !== value };
+  }
+
+  /** Randomise and queue one value; never throws, answers a status. */
+  record(name: string, value: unknown): Promise<RecordResult> {
+    const run = this.lock.then(() => this.recordNow(name, value));
+    this.lock = run.catch(() => undefined);
+    return run.catch((e) => {
+      this.log.warn(`[ldp-telemetry] record failed: ${(e as Error)?.name ?? "error"}`);
+      return this.refuse("storage_error");
+    });
+  }
+
+  private async recordNow(name: string, value: unknown): Promise<RecordResult> {
+    if (this.closed) return this.refuse("closed");
+    if (this.conflicts.has(name)) return this.refuse("spec_conflict");
+    const k = this.specs.get(name);
+    if (!k) {
+      if (!this.fetched && this.held.length < HOLD_MAX) {
+        // Before the first catalog fetch: held in memory only (never on disk), bounded.
+        this.held.push({ name, value, at: Date.now() });
+        return { status: "held", ok: true };
+      }
+      this.warnOnce(`unknown:${name}`, `unknown metric ${name}`);
+      return this.refuse("unknown_metric");
+    }
+    const inp = this.input(k, value);
+    if (!inp) {
+      this.warnOnce(`invalid:${name}`, `metric ${name} refused a value of type ${typeof value}`);
+      return this.refuse("invalid_value");
+    }
+    if (inp.clamped) this.counters.clamped++;
+    const m = k.m, s = k.spec;
+    const two = isTwoLevel(m);
+    const ask: Ask = {
+      metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,
+      now: this.o.clock(), charge: m.epsilon, budget: this.o.budgets[s.name] ?? m.epsilon,
+      valueKey: two ? valueKey(this.secret, s.name, k.fingerprint, inp.x, m.numeric) : null,
+      epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.o.lifetimeBudgets[s.name] ?? null,
+    };
+    const charge = this.ledger.decide(ask);
+    if ("status" in charge) return this.refuse(charge.status, charge.epoch ?? undefined);
+    const report = two ? m.instant(m.permanent(inp.x, this.secret, k.context), this.rng) : m.perturb(inp.x, this.rng);
+    const row: Row = {
+      reportId: toHex(this.rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
+      token: deviceToken(this.secret, s.name, s.version, charge.epoch), payload: m.encode(report),
+    };
+    try {
+      await this.store.commit(charge, row);
+    } catch (e) {
+      this.log.warn(`[ldp-telemetry] ledger or spool write failed: ${(e as Error)?.name}`);
+      return this.refuse("storage_error");
+    }
+    this.ledger.apply(charge);
+    this.pending.push(row);
+    if (this.pending.length - this.inflight.size >= this.o.batchSize) void this.deliver();
+    return { status: "queued", ok: true, epoch: charge.epoch, clamped: inp.clamped || undefined };
+  }
+
+  /** Reports spooled and not yet answered for. */
+  get queued(): number {
+    return this.pending.length;
+  }
+
+  /** GET /v1/metrics; true if the catalog was updated.  Held values are then recorded. */
+  async refreshMetrics(): Promise<boolean> {
+    let ok = false;
+    try {
+      const r = await this.request("GET", "/v1/metrics");
+      if (r.status === 200) {
+        const data = JSON.parse(r.body) as { metrics?: unknown };
+        if (Array.isArray(data.metrics)) {
+          this.learn(data.metrics, true);
+          ok = true;
+          await this.store.saveCatalog([...this.specs.values()].map((k) => k.spec));
+        }
+      } else {
+        this.warnOnce(`metrics:${r.status}`, `GET ${this.o.url}/v1/metrics answered ${r.status}`);
+      }
+    } catch (e) {
+      this.log.info?.(`[ldp-telemetry] metric specs not fetched (${(e as Error)?.name})`);
+    }
+    const held = this.held;
+    this.held = [];
+    const now = Date.now();
+    for (const h of held) {
+      if (now - h.at <= HOLD_MS) await this.record(h.name, h.value);
+      else this.refuse("unknown_metric");
+    }
+    return ok;
+  }
+
+  private async request(method: string, path: string, body?: string): Promise<{ status: number; body: string; retryAfter: string | null }> {
+    const ctl = new AbortController();
+    const t = setTimeout(() => ctl.abort(), this.o.requestTimeout * 1000);
+    try {
+      const headers: Record<string, string> = { Authorization: `Bearer ${this.o.apiKey}` };
+      if (body !== undefined) headers["Content-Type"] = "application/json";
+      const r = await this.fetchFn(this.o.url + path, {
+        method, headers, body, signal: ctl.signal, redirect: "error",
+        keepalive: this.o.keepalive && body !== undefined && body.length < 60_000,
+      });
+      return { status: r.status, body: await r.text(), retryAfter: r.headers.get("retry-after") };
+    } finally {
+      clearTimeout(t);
+    }
+  }
+
+  /** Deliver what is spooled; true when nothing is left (bounded by ``timeout`` seconds). */
+  async flush(timeout = 10): Promise<boolean> {
+    await this.lock;
+    const deadline = Date.now() + timeout * 1000;
+    while (this.pending.length && Date.now() < deadline) {
+      const wait = this.backoffUntil - Date.now();
+      if (wait > 0) {
+        if (Date.now() + wait > deadline) break;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+      await this.deliver();
+    }
+    return this.pending.length === 0;
+  }
+
+  /** One delivery pass (one batch at a time, until empty or a retry is scheduled). */
+  deliver(): Promise<boolean> {
+    if (!this.sending) this.sending = this.sendAll().finally(() => { this.sending = null; });
+    return this.sending;
+  }
+
+  private async sendAll(): Promise<boolean> {
+    while (this.pending.length && Date.now() >= this.backoffUntil) {
+      const batch = this.pending.filter((r) => !this.inflight.has(r.reportId)).slice(0, Math.min(this.sendLimit, this.o.batchSize * 10));
+      if (!batch.length) break;
+      if ((await this.sendBatch(batch)) !== "ok") return false;
+    }
+    return this.pending.length === 0;
+  }
+
+  private async sendBatch(batch: Row[]): Promise<"ok" | "retry"> {
+    batch.forEach((r) => this.inflight.add(r.reportId));
+    try {
+      let answer;
+      try {
+        answer = await this.request("POST", "/v1/reports", batchJson(batch));
+      } catch (e) {
+        this.log.info?.(`[ldp-telemetry] delivery to ${this.o.url} failed (${(e as Error)?.name}); will retry`);
+        return this.retry(null);
+      }
+      const status = answer.status;
+      if (status >= 200 && status < 300) {
+        const results = parseResults(answer.body, batch.length);
+        if (!results) return this.retry(null);
+        await this.forget(batch);
+        this.counters.batches++;
+        for (const [kind, code] of results) {
+          if (kind === "accepted") this.counters.sent++;
+          else if (kind === "duplicate") this.counters.duplicates++;
+          else this.drop(code ?? "rejected", 1);
+        }
+        this.attempt = 0;
+        this.sendLimit = Math.min(MAX_BATCH, this.sendLimit * 2);
+        return "ok";
+      }
+      if (RETRYABLE.has(status) || status >= 500 || status < 200 || (status >= 300 && status < 400)) {
+        return this.retry(status === 429 || status === 503 ? answer.retryAfter : null);
+      }
+      if (status === 413 && batch.length > 1) {
+        this.sendLimit = Math.max(1, batch.length >> 1);
+        return "ok";
+      }
+      const code = problemCode(answer.body) ?? `http_${status}`;
+      this.log.warn(`[ldp-telemetry] POST ${this.o.url}/v1/reports refused a batch of ${batch.length}: ${status} ${code} (dropped)`);
+      await this.forget(batch);
+      this.drop(code, batch.length);
+      return "ok";
+    } finally {
+      batch.forEach((r) => this.inflight.delete(r.reportId));
+    }
+  }
+
+  private drop(code: string, n: number): void {
+    this.counters.dropped[code] = (this.counters.dropped[code] ?? 0) + n;
+  }
+
+  private async forget(batch: Row[]): Promise<void> {
+    const ids = new Set(batch.map((r) => r.reportId));
+    await this.store.remove([...ids]);
+    this.pending = this.pending.filter((r) => !ids.has(r.reportId));
+  }
+
+  private retry(retryAfter: string | null): "retry" {
+    this.counters.retries++;
+    this.attempt++;
+    const ceiling = Math.min(this.o.backoffMax, this.o.backoffBase * 2 ** Math.min(this.attempt - 1, 62));
+    let delay = this.rng.getrandbits(32) / 2 ** 32 * ceiling;   // full jitter
+    const asked = retryAfterSeconds(retryAfter, this.o.retryAfterMax);
+    if (asked !== null) delay = Math.max(delay, asked);
+    this.backoffUntil = Date.now() + delay * 1000;
+    return "retry";
+  }
+
+  /** Stop the timer and refuse further records (spooled reports stay for the next run). */
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+  }
+}
+
+/** Seconds to wait from a Retry-After header (seconds or HTTP date), clamped; null if absent/bad. */
+export function retryAfterSeconds(header: string | null, max: number): number | null {
+  if (header === null) return null;
+  const text = header.trim();
+  let s: number | null = null;
+  if (/^\d+$/.test(text)) s = Number(text);
+  else {
+    const t = Date.parse(text);
+    if (!Number.isNaN(t)) s = Math.max(0, (t - Date.now()) / 1000);
+  }
+  return s === null ? null : Math.min(max, s);
+}
+
+function parseResults(body: string, expected: number): [string, string | null][] | null {
+  try {
+    const results = (JSON.parse(body) as { results?: unknown }).results;
+    if (!Array.isArray(results) || results.length !== expected) return null;
+    const out: [string, string | null][] = [];
+    for (const item of results as { status?: unknown; code?: unknown }[]) {
+      if (item?.status !== "accepted" && item?.status !== "duplicate" && item?.status !== "rejected") return null;
+      out.push([item.status, typeof item.code === "string" ? item.code : null]);
+    }
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+function problemCode(body: string): string | null {
+  try {
+    const code = (JSON.parse(body) as { code?: unknown }).code;
+    return typeof code === "string" && /^[A-Za-z0-9_]{1,64}$/.test(code) ? code : null;
+  } catch {
+    return null;
+  }
+}

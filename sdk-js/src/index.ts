@@ -1,0 +1,9 @@
+/** @ldp-telemetry/sdk: local differential privacy telemetry for browsers and Node 20+. */
+export { Client, retryAfterSeconds, type ClientOptions, type RecordResult, type Status } from "./client.js";
+export { MemoryStore, type Store, type Loaded } from "./store.js";
+export { buildMechanism, isTwoLevel, permanentSeed, type Mechanism, type TwoLevelMechanism, type Report, type Spec } from "./mechanisms.js";
+export { memoContext, mechanismFingerprint } from "./context.js";
+export { DrbgRng, HmacDrbg, SystemRng, type Rng } from "./rng.js";
+export { batchJson, deviceToken, MAX_BATCH, type Row } from "./wire.js";
+export { hmacSha256, sha256 } from "./sha256.js";
+export const VERSION = "0.1.0";

@@ -1,0 +1,293 @@
+/**
+ * The mechanisms of ``ldp_core.mechanisms``, one- and two-level, built from the
+ * resolved parameters the collector serves (``spec.params`` =
+ * ``spec.build().describe()``).  Every threshold is read from those integers,
+ * never recomputed from epsilon, and every draw mirrors the Python ``_perturb``
+ * / ``_instant`` of the same family, draw for draw: fed the same HMAC_DRBG both
+ * produce the same report (checked by the shared vectors).
+ *
+ * @example
+ *   const m = buildMechanism(spec);        // spec: one entry of GET /v1/metrics
+ *   m.encode(m.perturb(2, new SystemRng())) // e.g. "3"
+ */
+import { bitLength, DrbgRng, type Rng } from "./rng.js";
+import { hmacSha256, utf8 } from "./sha256.js";
+import { pyFloatHex } from "./pyjson.js";
+
+/** A randomised report: an index, an OLH (seed, bucket), or a packed unary bit vector. */
+export type Report = number | readonly [number, number] | Uint8Array;
+
+/** The fields of a metric spec the device reads (``MetricSpec.to_json``). */
+export interface Spec {
+  name: string;
+  version: number;
+  kind: "categorical" | "boolean" | "numeric";
+  epsilon: number;
+  mechanism: string;
+  epoch: "hour" | "day";
+  domain?: string[];
+  lo?: number;
+  hi?: number;
+  longitudinal?: { epsilon_inf: number };
+  params: Record<string, unknown>;
+}
+
+/** One mechanism: the device side only (randomise and encode). */
+export interface Mechanism {
+  readonly name: string;
+  readonly levels: 1 | 2;
+  /** epsilon charged per report (eps_1 for two levels). */
+  readonly epsilon: number;
+  /** Whether the input is a float in [lo, hi] (else an index). */
+  readonly numeric: boolean;
+  /** The one-level randomiser (``_perturb``); two levels: the permanent level's. */
+  perturb(value: number, rng: Rng): Report;
+  /** The report's wire payload as JSON text (``payload_text(m.encode(r))``). */
+  encode(report: Report): string;
+}
+
+/** A two-level mechanism: permanent response from the DRBG, then an instantaneous draw. */
+export interface TwoLevelMechanism extends Mechanism {
+  readonly levels: 2;
+  readonly epsilonInf: number;
+  permanent(value: number, secret: Uint8Array, context: string): Report;
+  instant(permanent: Report, rng: Rng): Report;
+}
+
+const WORD = 2 ** 32;
+const LABEL = utf8("ldp-telemetry/permanent/v2");
+
+/** HMAC-SHA256(secret, LABEL | 0 | context | 0 | "i:<int>" or "f:<float.hex()>"). */
+export function permanentSeed(secret: Uint8Array, context: string, value: number, numeric: boolean): Uint8Array {
+  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+  const text = numeric ? `f:${pyFloatHex(value)}` : `i:${value}`;
+  return hmacSha256(secret, LABEL, Uint8Array.of(0), utf8(context), Uint8Array.of(0), utf8(text));
+}
+
+function int(params: Record<string, unknown>, key: string, what: string): number {
+  const v = params[key];
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 2 ** 53) {
+    throw new Error(`spec params of ${what} need an integer ${key}, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function num(params: Record<string, unknown>, key: string, what: string): number {
+  const v = params[key];
+  if (typeof v !== "number" || !Number.isFinite(v)) throw new Error(`spec params of ${what} need a number ${key}, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function grrStep(value: number, keep: number, size: number, rng: Rng): number {
+  // Both numbers are drawn whatever happens (Python ``grr_step``).
+  const kept = rng.getrandbits(32) < keep;
+  const other = (value + 1 + rng.randrange(size - 1)) % size;
+  return kept ? value : other;
+}
+
+function parity(x: number): number {
+  x ^= x >>> 16; x ^= x >>> 8; x ^= x >>> 4; x ^= x >>> 2; x ^= x >>> 1;
+  return x & 1;
+}
+
+const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/** base64url without padding. */
+export function base64url(bytes: Uint8Array): string {
+  let out = "";
+  let i = 0;
+  for (; i + 2 < bytes.length; i += 3) {
+    const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
+    out += B64[n >>> 18] + B64[(n >>> 12) & 63] + B64[(n >>> 6) & 63] + B64[n & 63];
+  }
+  const rest = bytes.length - i;
+  if (rest === 1) out += B64[bytes[i] >>> 2] + B64[(bytes[i] & 3) << 4];
+  if (rest === 2) {
+    const n = (bytes[i] << 8) | bytes[i + 1];
+    out += B64[n >>> 10] + B64[(n >>> 4) & 63] + B64[(n & 15) << 2];
+  }
+  return out;
+}
+
+/** A one-level family: the randomiser, the encoding, the two-level instantaneous step. */
+interface Family {
+  perturb(value: number, rng: Rng): Report;
+  encode(report: Report): string;
+  /** ``_instant`` of the two-level form with instantaneous threshold ``keep``. */
+  instant(permanent: Report, keep: number, rng: Rng): Report;
+}
+
+function intEncode(report: Report): string {
+  return String(report as number);
+}
+
+/** Reads a family's thresholds from params under ``prefix`` ("" or "permanent_"). */
+function family(name: string, p: Record<string, unknown>, pre: string, d: number, lo: number, hi: number): Family {
+  const at = (k: string) => int(p, pre + k, name);
+  const flipBit = (perm: Report, keep: number, rng: Rng): Report =>
+    (perm as number) ^ (rng.getrandbits(32) >= keep ? 1 : 0);
+  switch (name) {
+    case "binary_rr": {
+      const kn = at("keep_num"), kd = at("keep_den");
+      return { perturb: (v, rng) => v ^ (rng.randrange(kd) >= kn ? 1 : 0), encode: intEncode, instant: flipBit };
+    }
+    case "forced_response": {
+      const tn = at("truth_num"), td = at("truth_den"), yn = at("yes_num"), yd = at("yes_den");
+      return {
+        perturb: (v, rng) => {
+          const honest = rng.randrange(td) < tn ? 1 : 0;
+          const coin = rng.randrange(yd) < yn ? 1 : 0;
+          return (honest & v) | ((1 - honest) & coin);
+        },
+        encode: intEncode, instant: flipBit,
+      };
+    }
+    case "grr": {
+      const keep = at("keep");
+      return {
+        perturb: (v, rng) => grrStep(v, keep, d, rng), encode: intEncode,
+        instant: (perm, k, rng) => grrStep(perm as number, k, d, rng),
+      };
+    }
+    case "sue": case "oue": {
+      const one = at("one"), zero = at("zero");
+      const nbytes = (d + 7) >> 3;
+      return {
+        // One word per bit: bit i is 1 iff w_i < zero, the true bit iff w_v < one
+        // (Python ``_perturb_words``; zero < one).
+        perturb: (v, rng) => {
+          const w = rng.words(d);
+          const out = new Uint8Array(nbytes);
+          for (let i = 0; i < d; i++) if (w[i] < zero) out[i >> 3] |= 1 << (i & 7);
+          if (w[v] < one) out[v >> 3] |= 1 << (v & 7);
+          return out;
+        },
+        encode: (r) => `"${base64url(r as Uint8Array)}"`,
+        instant: (perm, k, rng) => {
+          const w = rng.words(d);
+          const src = perm as Uint8Array;
+          const out = new Uint8Array(nbytes);
+          for (let i = 0; i < d; i++) {
+            const bit = (src[i >> 3] >> (i & 7)) & 1;
+            if ((bit === 1) === (w[i] < k)) out[i >> 3] |= 1 << (i & 7);
+          }
+          return out;
+        },
+      };
+    }
+    case "olh": {
+      const g = at("g"), seeds = at("num_seeds"), keep = at("keep");
+      const length = olhLength(g, d);
+      const bucket = (seed: number, value: number): number => olhHash(g, length, seed, value);
+      return {
+        perturb: (v, rng) => {
+          const seed = rng.randrange(seeds);
+          return [seed, grrStep(bucket(seed, v), keep, g, rng)] as const;
+        },
+        encode: (r) => { const [s, b] = r as readonly [number, number]; return `[${s},${b}]`; },
+        instant: (perm, k, rng) => {
+          const [s, b] = perm as readonly [number, number];
+          return [s, grrStep(b, k, g, rng)] as const;
+        },
+      };
+    }
+    case "one_bit_mean": {
+      const one = at("one"), zero = at("zero");
+      return {
+        // 1 iff u < ceil(zero + z (one - zero)), z = (x - lo)/(hi - lo) exactly.
+        perturb: (x, rng) => (rng.getrandbits(32) < meanLimit(x, lo, hi, zero, one) ? 1 : 0),
+        encode: intEncode, instant: flipBit,
+      };
+    }
+    case "hadamard": {
+      const keep = at("keep");
+      const bits = bitLength(d);
+      return {
+        perturb: (v, rng) => {
+          const row = v + 1;
+          const inside = rng.getrandbits(32) < keep ? 1 : 0;
+          const y = rng.getrandbits(bits);
+          const wrong = parity(row & y) ^ (1 - inside);
+          return y ^ (wrong * (row & -row));
+        },
+        encode: intEncode,
+        instant: (perm, k, rng) => {
+          const kept = rng.getrandbits(32) < k;
+          const other = rng.getrandbits(bits);
+          return kept ? perm : other;
+        },
+      };
+    }
+    default:
+      throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
+  }
+}
+
+/** h_seed(value) of the projective OLH family: <a_seed, base-g digits of value> mod g. */
+export function olhHash(g: number, length: number, seed: number, value: number): number {
+  // The projective point a_seed: zeros, a leading 1, then base-g digits.
+  let rest = seed, lead = 0, block = g ** (length - 1);
+  while (rest >= block && lead < length) { rest -= block; lead++; block /= g; }
+  if (lead >= length) throw new RangeError(`seed ${seed} is beyond the family of g=${g}, L=${length}`);
+  const a = new Array<number>(length).fill(0);
+  a[lead] = 1;
+  for (let i = length - 1; i > lead; i--) { a[i] = rest % g; rest = Math.floor(rest / g); }
+  let sum = 0, x = value;
+  for (let i = length - 1; i >= 0; i--) { sum = (sum + a[i] * (x % g)) % g; x = Math.floor(x / g); }
+  return sum;
+}
+
+/** L, the number of base-g digits of values below d. */
+export function olhLength(g: number, d: number): number {
+  let length = 1;
+  for (let span = g; span < d; span *= g) length++;
+  return length;
+}
+
+function exactScaled(x: number): bigint {
+  // x * 2**1074 as an exact integer.
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, x);
+  const biased = (view.getUint32(0) >>> 20) & 0x7ff;
+  const frac = (BigInt(view.getUint32(0) & 0xfffff) << 32n) | BigInt(view.getUint32(4));
+  const mag = biased === 0 ? frac : (frac | (1n << 52n)) << BigInt(biased - 1);
+  return x < 0 ? -mag : mag;
+}
+
+/** ceil(zero + (x - lo)/(hi - lo) * (one - zero)), exactly, for lo <= x <= hi. */
+export function meanLimit(x: number, lo: number, hi: number, zero: number, one: number): number {
+  const l = exactScaled(lo);
+  const num = (exactScaled(x) - l) * BigInt(one - zero);
+  const den = exactScaled(hi) - l;
+  return zero + Number((num + den - 1n) / den);
+}
+
+/** The mechanism of a spec, from its resolved ``params``. */
+export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
+  const p = spec.params ?? {};
+  const name = String(p.mechanism ?? spec.mechanism);
+  const d = int(p, "domain_size", name);
+  const numeric = spec.kind === "numeric";
+  const lo = numeric ? Number(spec.lo) : 0, hi = numeric ? Number(spec.hi) : 1;
+  if (numeric && !(lo < hi)) throw new Error(`numeric spec ${spec.name} needs lo < hi`);
+  const epsilon = num(p, "epsilon", name);
+  if (p.levels === 2) {
+    const fam = family(name, p, "permanent_", d, lo, hi);
+    const keep = int(p, "instantaneous_threshold", name);
+    return {
+      name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
+      perturb: fam.perturb, encode: fam.encode,
+      permanent: (v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric))),
+      instant: (perm, rng) => fam.instant(perm, keep, rng),
+    };
+  }
+  const fam = family(name, p, "", d, lo, hi);
+  return { name, levels: 1, epsilon, numeric, perturb: fam.perturb, encode: fam.encode };
+}
+
+/** Whether a mechanism has two levels. */
+export function isTwoLevel(m: Mechanism): m is TwoLevelMechanism {
+  return m.levels === 2;
+}
+
+export { WORD };

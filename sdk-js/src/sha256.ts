@@ -1,0 +1,98 @@
+/**
+ * SHA-256 and HMAC-SHA256, synchronous and dependency-free (FIPS 180-4, RFC 2104).
+ *
+ * WebCrypto's HMAC is asynchronous; the device path (tokens, permanent seeds,
+ * HMAC_DRBG) needs many small synchronous MACs, so they are computed here.
+ *
+ * @example
+ *   toHex(sha256(utf8("abc")))  // "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+ */
+
+const K = new Uint32Array([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+]);
+const W = new Uint32Array(64);
+
+function compress(state: Uint32Array, data: Uint8Array, offset: number): void {
+  for (let i = 0; i < 16; i++) {
+    const j = offset + 4 * i;
+    W[i] = (data[j] << 24) | (data[j + 1] << 16) | (data[j + 2] << 8) | data[j + 3];
+  }
+  for (let i = 16; i < 64; i++) {
+    const a = W[i - 15], b = W[i - 2];
+    const s0 = ((a >>> 7) | (a << 25)) ^ ((a >>> 18) | (a << 14)) ^ (a >>> 3);
+    const s1 = ((b >>> 17) | (b << 15)) ^ ((b >>> 19) | (b << 13)) ^ (b >>> 10);
+    W[i] = (W[i - 16] + s0 + W[i - 7] + s1) | 0;
+  }
+  let a = state[0], b = state[1], c = state[2], d = state[3];
+  let e = state[4], f = state[5], g = state[6], h = state[7];
+  for (let i = 0; i < 64; i++) {
+    const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+    const t1 = (h + S1 + ((e & f) ^ (~e & g)) + K[i] + W[i]) | 0;
+    const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+    const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+    h = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+  }
+  state[0] += a; state[1] += b; state[2] += c; state[3] += d;
+  state[4] += e; state[5] += f; state[6] += g; state[7] += h;
+}
+
+/** SHA-256 of the concatenation of ``parts``. */
+export function sha256(...parts: Uint8Array[]): Uint8Array {
+  const state = new Uint32Array([
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+  ]);
+  let total = 0;
+  for (const p of parts) total += p.length;
+  const padded = (total + 9 + 63) & ~63;
+  const buf = new Uint8Array(padded);
+  let at = 0;
+  for (const p of parts) { buf.set(p, at); at += p.length; }
+  buf[total] = 0x80;
+  const view = new DataView(buf.buffer);
+  view.setUint32(padded - 8, Math.floor(total / 0x20000000));
+  view.setUint32(padded - 4, (total << 3) >>> 0);
+  for (let off = 0; off < padded; off += 64) compress(state, buf, off);
+  const out = new Uint8Array(32);
+  const ov = new DataView(out.buffer);
+  for (let i = 0; i < 8; i++) ov.setUint32(4 * i, state[i]);
+  return out;
+}
+
+/** HMAC-SHA256(key, concatenation of ``parts``). */
+export function hmacSha256(key: Uint8Array, ...parts: Uint8Array[]): Uint8Array {
+  const k = key.length > 64 ? sha256(key) : key;
+  const ipad = new Uint8Array(64).fill(0x36);
+  const opad = new Uint8Array(64).fill(0x5c);
+  for (let i = 0; i < k.length; i++) { ipad[i] ^= k[i]; opad[i] ^= k[i]; }
+  return sha256(opad, sha256(ipad, ...parts));
+}
+
+const ENCODER = new TextEncoder();
+
+/** UTF-8 bytes of a string. */
+export function utf8(text: string): Uint8Array {
+  return ENCODER.encode(text);
+}
+
+/** Lower-case hex of bytes. */
+export function toHex(bytes: Uint8Array): string {
+  let out = "";
+  for (let i = 0; i < bytes.length; i++) out += (bytes[i] < 16 ? "0" : "") + bytes[i].toString(16);
+  return out;
+}
+
+/** Bytes of a hex string (even length, [0-9a-fA-F]); throws naming the bad text. */
+export function fromHex(hex: string): Uint8Array {
+  if (hex.length % 2 || /[^0-9a-fA-F]/.test(hex)) throw new Error(`not a hex string: ${JSON.stringify(hex.slice(0, 80))}`);
+  const out = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}

@@ -1,0 +1,104 @@
+// Conformance 2: >= 10^6 reports per mechanism form (all 15 one- and two-level
+// forms), drawn with the platform CSPRNG, against the DECLARED channel (p*, q*
+// of the Python-resolved params) by Pearson's chi-square.
+//
+// False-positive rate: each of the 15 tests fails when its p-value < 1e-6 / 15,
+// so a correct SDK fails this file with probability <= 1e-6 (Bonferroni).
+// Unary encodings: the d bits of a report are independent given the value, so
+// the d per-bit counts are independent binomials and
+// sum_i (c_i - N p_i)^2 / (N p_i (1 - p_i)) is chi-square with d df.
+// Two-level forms: the permanent level is drawn with the SAME family code, fed
+// the CSPRNG instead of the per-device HMAC_DRBG (a fresh device per report);
+// the DRBG path itself is proven bit-exact by the shared vectors.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { buildMechanism, isTwoLevel, olhHash, olhLength, type Mechanism, type Report, type Spec } from "../src/mechanisms.js";
+import { SystemRng } from "../src/rng.js";
+import { chi2Stat, chi2Tail } from "./chi2.js";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
+const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
+const N = 1_000_000;
+const FORMS = 15;
+const ALPHA = 1e-6 / FORMS;
+const rng = new SystemRng();
+
+function draw(m: Mechanism, value: number): Report {
+  return isTwoLevel(m) ? m.instant(m.perturb(value, rng), rng) : m.perturb(value, rng);
+}
+
+function check(label: string, stat: number, df: number): void {
+  const p = chi2Tail(stat, df);
+  console.log(`# chi2 ${label}: N=${N} stat=${stat.toFixed(2)} df=${df} p=${p.toExponential(3)}`);
+  assert.ok(p > ALPHA, `${label}: chi2=${stat} df=${df} p=${p} < ${ALPHA}`);
+}
+
+const cases: [string, number][] = [
+  ["b.binary_rr.1.0", 1], ["b.forced_response.1.0", 0], ["b.l.1.0", 1],
+  ["c.grr.4.1.0.0", 2], ["c.grr.4.1.0.1", 1],
+  ["c.sue.37.1.0.0", 5], ["c.sue.37.1.0.1", 36], ["c.oue.37.1.0.0", 0], ["c.oue.37.1.0.1", 17],
+  ["c.olh.37.1.0.0", 7], ["c.olh.37.1.0.1", 30],
+  ["n.1.0.0.0", 30], ["n.1.0.0.1", 90],
+  ["c.hadamard.37.1.0.0", 11], ["c.hadamard.37.1.0.1", 36],
+];
+
+for (const [name, value] of cases) {
+  test(`channel of ${name} (value ${value})`, () => {
+    const spec = SPECS.get(name);
+    assert.ok(spec, name);
+    const m = buildMechanism(spec);
+    const p = spec.params as Record<string, number>;
+    const pStar = p.p_star, qStar = p.q_star, d = p.domain_size;
+    const label = `${m.name}/${m.levels}`;
+    if (m.name === "sue" || m.name === "oue") {
+      const ones = new Float64Array(d);
+      for (let n = 0; n < N; n++) {
+        const bits = draw(m, value) as Uint8Array;
+        for (let i = 0; i < d; i++) if ((bits[i >> 3] >> (i & 7)) & 1) ones[i]++;
+      }
+      let stat = 0;
+      for (let i = 0; i < d; i++) {
+        const q = i === value ? pStar : qStar;
+        stat += (ones[i] - N * q) ** 2 / (N * q * (1 - q));
+      }
+      return check(label, stat, d);
+    }
+    let probs: number[];
+    let cell: (r: Report) => number;
+    if (m.name === "olh") {
+      const g = m.levels === 2 ? p.permanent_g : p.g;
+      const seeds = m.levels === 2 ? p.permanent_num_seeds : p.num_seeds;
+      const length = olhLength(g, d);
+      probs = [];
+      for (let s = 0; s < seeds; s++) {
+        const h = olhHash(g, length, s, value);
+        for (let b = 0; b < g; b++) probs.push((b === h ? pStar : (1 - pStar) / (g - 1)) / seeds);
+      }
+      cell = (r) => { const [s, b] = r as readonly [number, number]; return s * g + b; };
+    } else if (m.name === "hadamard") {
+      const width = 2 ** Math.ceil(Math.log2(d + 1));
+      probs = [];
+      for (let y = 0; y < width; y++) {
+        let x = (value + 1) & y, par = 0;
+        while (x) { par ^= x & 1; x >>= 1; }
+        probs.push(par === 0 ? (2 * pStar) / width : (2 * (1 - pStar)) / width);
+      }
+      cell = (r) => r as number;
+    } else if (m.name === "grr") {
+      probs = Array.from({ length: d }, (_, i) => (i === value ? pStar : qStar));
+      cell = (r) => r as number;
+    } else {
+      // One bit: P[1] = p* (true 1), q* (true 0); a mean: q* + z (p* - q*).
+      const z = m.numeric ? (value - (spec.lo as number)) / ((spec.hi as number) - (spec.lo as number)) : value;
+      const one = qStar + z * (pStar - qStar);
+      probs = [1 - one, one];
+      cell = (r) => r as number;
+    }
+    const counts = new Float64Array(probs.length);
+    for (let n = 0; n < N; n++) counts[cell(draw(m, value))]++;
+    check(label, chi2Stat(counts, probs, N), probs.length - 1);
+  });
+}

@@ -1,0 +1,40 @@
+// End to end, browser side (bundled into page.js by the pytest module): the
+// first device is an IndexedDB-backed Client with page-hide delivery, the
+// others in-memory Clients; the result is POSTed back to the page's origin.
+import { Client, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
+import { pick, DOMAIN, METRICS } from "./e2e-plan.js";
+
+async function main(): Promise<object> {
+  const q = new URLSearchParams(location.hash.slice(1));
+  const url = q.get("url")!, apiKey = q.get("key")!;
+  const devices = Number(q.get("devices")), offset = Number(q.get("offset"));
+  const first = await openBrowserClient({ url, apiKey, interval: 0 });
+  if (!(await first.refreshMetrics())) throw new Error("catalog not fetched");
+  const r = await fetch(`${url}/v1/metrics`, { headers: { Authorization: `Bearer ${apiKey}` } });
+  const specs = ((await r.json()) as { metrics: Spec[] }).metrics;
+  const totals = { queued: 0, sent: 0, dropped: 0, notQueued: [] as string[], idb: false };
+  for (let i = 0; i < devices; i++) {
+    const c = i === 0 ? first : await Client.open({ url, apiKey, metrics: specs, fetchMetrics: false, interval: 0, store: new MemoryStore() });
+    for (const m of METRICS) {
+      const res = await c.record(m, DOMAIN[pick(i + offset)]);
+      if (res.status === "queued") totals.queued++; else totals.notQueued.push(res.status);
+    }
+    if (i === 0) {
+      // The IndexedDB spool holds the two reports until the collector answers.
+      const db = await new Promise<IDBDatabase>((ok, no) => { const o = indexedDB.open("ldp-telemetry"); o.onsuccess = () => ok(o.result); o.onerror = () => no(o.error); });
+      const n = await new Promise<number>((ok) => { const g = db.transaction("rows").objectStore("rows").count(); g.onsuccess = () => ok(g.result); });
+      totals.idb = n === 2;
+      db.close();
+    }
+    if (!(await c.flush(20))) throw new Error(`device ${i} could not deliver`);
+    totals.sent += c.counters.sent;
+    totals.dropped += Object.values(c.counters.dropped).reduce((a, b) => a + b, 0);
+    c.close();
+  }
+  return totals;
+}
+
+main().then(
+  (t) => fetch("/done", { method: "POST", body: JSON.stringify({ ok: true, ...t }) }),
+  (e) => fetch("/done", { method: "POST", body: JSON.stringify({ ok: false, error: String(e) }) }),
+);

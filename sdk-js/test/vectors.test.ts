@@ -1,0 +1,78 @@
+// Conformance 1: the shared vectors generated from the Python core
+// (scripts/gen_vectors.py), checked byte for byte.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { buildMechanism, isTwoLevel, type Report, type Spec } from "../src/mechanisms.js";
+import { DrbgRng, HmacDrbg } from "../src/rng.js";
+import { fromHex, toHex } from "../src/sha256.js";
+import { memoContext, mechanismFingerprint, valueKey } from "../src/context.js";
+import { pyFloatHex, pyFloatRepr } from "../src/pyjson.js";
+import { permanentSeed } from "../src/mechanisms.js";
+import { batchJson, deviceToken } from "../src/wire.js";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
+
+interface Draw { value: number; seed: string; payload: string; secret?: string; permanent?: string; value_key?: string }
+interface Case { spec: Spec; fingerprint: string; context: string; canonical_epsilon: number; draws: Draw[] }
+
+test("HMAC_DRBG matches the NIST CAVP vector", () => {
+  const drbg = new HmacDrbg(fromHex(V.drbg.nist.seed));
+  drbg.generate(128);
+  assert.equal(toHex(drbg.generate(128)), V.drbg.nist.expected);
+});
+
+test("HMAC_DRBG integer draws consume the stream as Python does", () => {
+  const rng = new DrbgRng(fromHex(V.drbg.ops_seed));
+  for (const [op, arg, want] of V.drbg.ops as [string, number, number | number[]][]) {
+    const got = op === "bits" ? rng.getrandbits(arg) : op === "range" ? rng.randrange(arg) : Array.from(rng.words(arg));
+    assert.deepEqual(got, want, `${op}(${arg})`);
+  }
+});
+
+test("Python float formatting: repr and hex", () => {
+  for (const [x, repr, hex] of V.float_repr as [number, string, string][]) {
+    assert.equal(pyFloatRepr(x), repr);
+    assert.equal(pyFloatHex(x), hex);
+  }
+});
+
+test("device tokens, permanent seeds and batch JSON bytes", () => {
+  for (const [s, m, v, e, want] of V.tokens) assert.equal(deviceToken(fromHex(s), m, v, e), want);
+  for (const [s, c, v, isFloat, want] of V.permanent_seeds) {
+    assert.equal(toHex(permanentSeed(fromHex(s), c, v, isFloat)), want);
+  }
+  const rows = (V.batch.rows as [string, number, number, string, string, string][]).map(
+    ([metric, version, epoch, reportId, token, payload]) => ({ metric, version, epoch, reportId, token, payload }));
+  assert.equal(batchJson(rows), V.batch.json);
+});
+
+test("every mechanism: params, fingerprints, contexts, reports for fixed randomness", () => {
+  const cases = V.mechanisms as Case[];
+  const seen = new Set<string>();
+  let draws = 0;
+  for (const c of cases) {
+    const m = buildMechanism(c.spec);
+    seen.add(`${m.name}/${m.levels}`);
+    assert.equal(m.epsilon, c.canonical_epsilon, c.spec.name);
+    assert.equal(mechanismFingerprint(c.spec), c.fingerprint, c.spec.name);
+    assert.equal(memoContext(c.spec), c.context);
+    for (const d of c.draws) {
+      const rng = new DrbgRng(fromHex(d.seed));
+      if (isTwoLevel(m)) {
+        const secret = fromHex(d.secret!);
+        const perm: Report = m.permanent(d.value, secret, c.context);
+        assert.equal(m.encode(perm), d.permanent, `${c.spec.name} permanent(${d.value})`);
+        assert.equal(m.encode(m.instant(perm, rng)), d.payload, `${c.spec.name} instant(${d.value})`);
+        assert.equal(valueKey(secret, c.spec.name, c.fingerprint, d.value, m.numeric), d.value_key);
+      } else {
+        assert.equal(m.encode(m.perturb(d.value, rng)), d.payload, `${c.spec.name} perturb(${d.value})`);
+      }
+      draws++;
+    }
+  }
+  assert.equal(seen.size, 15, [...seen].join(" "));
+  console.log(`# vectors: ${cases.length} specs, ${draws} reports, ${seen.size} mechanism forms`);
+});

@@ -1,0 +1,187 @@
+"""@ldp-telemetry/sdk (sdk-js/): build, shared vectors, Node tests, end to end.
+
+1. The vectors in sdk-js/test/vectors.json are regenerated from the Python core
+   (sdk-js/scripts/gen_vectors.py) and must equal the committed file.
+2. ``npm ci`` + ``npm run build``, then ``node --test`` over the compiled tests:
+   the vectors byte for byte, and 10^6 reports per mechanism form against the
+   declared channel (chi-square, joint false-positive rate <= 1e-6).
+3. End to end: a Node process (1200 devices, the first with a FileStore) and a
+   page in headless Chromium (400 devices, the first with IndexedDB) record two
+   metrics through the real collector (CORS open to the page's origin); the
+   aggregator's intervals at confidence 1 - 1e-7 must cover the true shares:
+   8 intervals, so a false failure has probability <= 8e-7 (normal approximation
+   of a sum over 1600 independent devices).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ldp_server.redis_server import RedisServer
+from tests.support.servers import (
+    ADMIN_KEY,
+    ANALYST_KEY,
+    INGEST_KEY,
+    auth,
+    start_collector,
+    start_uvicorn,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SDK = ROOT / "sdk-js"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DOMAIN = ["free", "basic", "pro", "team"]
+SHARES = [8 / 20, 6 / 20, 4 / 20, 2 / 20]
+NODE_DEVICES, PAGE_DEVICES = 1200, 400
+STRICT = 1 - 1e-7
+SPECS = [
+    {"name": "js.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 2.0,
+     "mechanism": "grr", "min_reports": 10},
+    {"name": "js.theme", "kind": "categorical", "domain": DOMAIN, "epsilon": 2.0,
+     "mechanism": "olh", "longitudinal": {"epsilon_inf": 4.0}, "min_reports": 10},
+]
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
+                                reason="node/npm not installed (scripts/install-system-deps.sh)")
+
+
+def test_vectors_match_the_python_core() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    fresh = subprocess.run([sys.executable, str(SDK / "scripts" / "gen_vectors.py")], env=env,
+                           capture_output=True, text=True, check=True, timeout=120).stdout
+    committed = (SDK / "test" / "vectors.json").read_text()
+    assert fresh == committed, "stale sdk-js/test/vectors.json: run sdk-js/scripts/gen_vectors.py"
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node/npm not installed (scripts/install-system-deps.sh)")
+    for cmd in (["npm", "ci", "--no-audit", "--no-fund"], ["npm", "run", "build"]):
+        done = subprocess.run(cmd, cwd=SDK, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{cmd}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+        print(done.stdout[-600:])
+    return SDK / "dist"
+
+
+@needs_node
+def test_node_test_runner_passes(built: Path) -> None:
+    files = sorted(str(p.relative_to(SDK)) for p in (built / "test").glob("*.test.js"))
+    assert len(files) >= 2, files
+    done = subprocess.run(["node", "--test", "--test-concurrency=2", *files], cwd=SDK,
+                          capture_output=True, text=True, timeout=600)
+    summary = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    print("\n".join(summary))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "# fail 0" in summary and any(s.startswith("# pass ") for s in summary)
+
+
+class _PageHandler(SimpleHTTPRequestHandler):
+    """Serves sdk-js/dist and the page; POST /done receives the page's result."""
+
+    result: list[dict[str, Any]]
+    arrived: threading.Event
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.result.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+        self.arrived.set()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def page_server(built: Path) -> Iterator[tuple[str, list[dict[str, Any]], threading.Event]]:
+    (built / "page.html").write_text(
+        '<!doctype html><meta charset="utf-8"><title>ldp sdk e2e</title>'
+        '<script type="module" src="/e2e-page.js"></script>')
+    result: list[dict[str, Any]] = []
+    arrived = threading.Event()
+    handler = type("H", (_PageHandler,), {"result": result, "arrived": arrived})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(built)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", result, arrived
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@needs_node
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
+def test_node_and_chromium_record_through_the_real_stack(
+    built: Path, redis_server: RedisServer, tmp_path: Path,
+    page_server: tuple[str, list[dict[str, Any]], threading.Event],
+) -> None:
+    import redis
+
+    origin, result, arrived = page_server
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    collector = start_collector(redis_server.url, log_dir=tmp_path / "collector",
+                                extra_env={"LDP_CORS_ORIGINS": origin})
+    try:
+        for spec in SPECS:
+            answer = httpx.post(f"{collector.url}/v1/metrics", json=spec, headers=auth(ADMIN_KEY),
+                                timeout=10)
+            assert answer.status_code in (200, 201), answer.text
+        node = subprocess.run(
+            ["node", "dist/test/e2e-node.js", collector.url, INGEST_KEY, str(NODE_DEVICES), "0",
+             str(tmp_path / "node-state")], cwd=SDK, capture_output=True, text=True, timeout=300)
+        assert node.returncode == 0, node.stderr[-3000:]
+        totals = json.loads(node.stdout.strip().splitlines()[-1])
+        assert totals == {"queued": 2 * NODE_DEVICES, "sent": 2 * NODE_DEVICES, "dropped": 0,
+                          "notQueued": []}, totals
+        profile = tempfile.mkdtemp(prefix="ldp-chromium-")
+        url = (f"{origin}/page.html#url={collector.url}&key={INGEST_KEY}"
+               f"&devices={PAGE_DEVICES}&offset={NODE_DEVICES}")
+        browser = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--no-first-run", f"--user-data-dir={profile}", url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert arrived.wait(240), "the page never reported"
+        finally:
+            browser.terminate()
+            try:
+                browser.wait(10)
+            except subprocess.TimeoutExpired:
+                browser.kill()
+            shutil.rmtree(profile, ignore_errors=True)
+        page = result[0]
+        assert page == {"ok": True, "queued": 2 * PAGE_DEVICES, "sent": 2 * PAGE_DEVICES,
+                        "dropped": 0, "notQueued": [], "idb": True}, page
+        env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url,
+               "LDP_ANALYST_KEYS": ANALYST_KEY}
+        with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
+            for spec in SPECS:
+                answer = httpx.get(f"{agg.url}/v1/estimates/{spec['name']}",
+                                   params={"confidence": STRICT}, headers=auth(ANALYST_KEY),
+                                   timeout=30)
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                assert body["n"] == NODE_DEVICES + PAGE_DEVICES
+                rows = body["estimate"]["values"]
+                for row, share in zip(rows, SHARES, strict=True):
+                    print(spec["name"], row["value"], share, row["ci_low"], row["ci_high"])
+                    assert row["ci_low"] <= share <= row["ci_high"], (spec["name"], row, share)
+    finally:
+        collector.stop()
