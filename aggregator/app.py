@@ -16,18 +16,21 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Header, Request, Response
 from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import HTMLResponse, PlainTextResponse
 
 from aggregator.auth import analyst_ring
 from aggregator.openapi_doc import install_openapi
 from aggregator.routers import dashboard, estimates, health, metrics
 from aggregator.settings import Settings
 from collector.store import Store
+from ldp_server.docs_page import docs_html
 from ldp_server.headers import PAGE_HEADERS, install_security_headers
-from ldp_server.problems import install_handlers
+from ldp_server.problems import Problem, install_handlers
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
+from ldp_server.telemetry import CONTENT_TYPE, HttpMetrics, ServiceMetrics, scrape_allowed
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
@@ -106,4 +109,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, metrics, estimates, dashboard):
         app.include_router(module.router)
     install_openapi(app)
+    _install_ops(app, settings)
     return app
+
+
+def _install_ops(app: FastAPI, settings: Settings) -> None:
+    """GET /metrics (Prometheus, see ``ldp_server.telemetry``), GET /docs (plain HTML),
+    and the HTTP latency of every request."""
+    telemetry = ServiceMetrics("aggregator")
+    app.state.telemetry = telemetry
+    app.add_middleware(HttpMetrics, telemetry=telemetry)
+    page: list[str] = []
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus(authorization: str | None = Header(None)) -> Response:
+        allowed = scrape_allowed(settings.metrics_key_value(), settings.env, authorization)
+        if allowed == 404:
+            raise Problem(404, "not_found", "/metrics is off: set LDP_METRICS_KEY to serve it")
+        if allowed == 401:
+            raise Problem(401, "invalid_key", "/metrics needs 'Authorization: Bearer' with "
+                          "LDP_METRICS_KEY", headers={"WWW-Authenticate": "Bearer"})
+        return PlainTextResponse(telemetry.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        if not page:
+            page.append(docs_html(app.openapi()))
+        return HTMLResponse(page[0])

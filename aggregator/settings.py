@@ -35,13 +35,28 @@ class Settings(ServerSettings):
     """Everything an operator can set; see the module docstring."""
 
     analyst_keys: SecretStr = SecretStr("")
+    """Comma-separated analyst keys (Authorization: Bearer, dashboard sign-in)."""
+    #: Not served here: read only to refuse an analyst key that is also one of these.
+    admin_keys: SecretStr = SecretStr("")
+    """Read by the aggregator only to refuse an analyst key that is also an admin key."""
+    ingest_keys: SecretStr = SecretStr("")
+    """Read by the aggregator only to refuse an analyst key that is also an ingest key."""
     max_epochs: int = Field(default=10_000, ge=1, le=1_000_000)
+    """Largest window of a query, in epochs."""
 
     def unsafe(self) -> list[str]:
         return [] if self.keys() else ["LDP_ANALYST_KEYS is empty"]
 
     def keys_by_role(self) -> dict[Role, tuple[str, ...]]:
         return {"analyst": self.keys()}
+
+    def all_keys_by_role(self) -> dict[Role, tuple[str, ...]]:
+        """The analyst keys and, when the environment holds them, the collector's."""
+        return {
+            "analyst": self.keys(),
+            "admin": split_keys(self.admin_keys.get_secret_value()),
+            "ingest": split_keys(self.ingest_keys.get_secret_value()),
+        }
 
     def keys(self) -> tuple[str, ...]:
         """The analyst keys in clear (hashed at once by ``ldp_server.keys.KeyRing``)."""

@@ -56,25 +56,45 @@ class Settings(ServerSettings):
     """Everything an operator can set; see the module docstring."""
 
     admin_keys: SecretStr = SecretStr("")
+    """Comma-separated admin keys (register metrics)."""
     ingest_keys: SecretStr = SecretStr("")
+    """Comma-separated ingest keys (devices: fetch specs, send reports)."""
     analyst_keys: SecretStr = SecretStr("")
+    """Comma-separated analyst keys (also read by the aggregator)."""
     shards: int = Field(default=4, ge=1, le=256)
+    """Tally shards per metric-epoch (spreads hot keys; 1..256)."""
     retention_days: int = Field(default=31, ge=1, le=3660)
+    """Days back a report may be dated (older ones are refused)."""
     tally_retention_days: int = Field(default=400, ge=1, le=3660)
+    """Days after its epoch a tally counter expires in Redis."""
     clock_skew_epochs: int = Field(default=1, ge=0, le=24)
+    """Epochs into the future a report may claim (device clocks)."""
     rate_limit_per_second: float = Field(default=1000.0, ge=0)
+    """Requests per second per client address, shared by every worker through Redis; 0 disables."""
     rate_limit_burst: int = Field(default=2000, ge=1)
+    """Requests a client may send at once before the rate applies."""
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    """Largest request body as sent (413 above)."""
     max_inflated_bytes: int = Field(default=4 << 20, ge=1024)
+    """Largest body after gzip inflation (413 above)."""
     max_spec_bytes: int = Field(default=16 << 20, ge=1024)
+    """Largest metric spec body."""
     max_metrics: int = Field(default=1000, ge=1)
+    """Most metrics that can be registered."""
     max_catalog_bytes: int = Field(default=8 << 20, ge=1024)
+    """Largest catalog (GET /v1/metrics, fetched by every device)."""
     server_secret: SecretStr | None = None
+    """Hex, >= 16 bytes: the key of the dedupe digests (dev: made once, kept in Redis)."""
     log_level: str = "INFO"
+    """Level of the JSON log (DEBUG, INFO, WARNING, ERROR)."""
     token_key_file: str | None = None
+    """PEM (PKCS#8 RSA >= 2048 bits): the report-token issuer key (required in prod)."""
     acceptance_hours: int = Field(default=96, ge=1, le=24 * 366)
+    """Reports are accepted this long after their epoch ends (skew and late delivery)."""
     token_ahead_hours: int = Field(default=48, ge=0, le=24 * 366)
+    """How far ahead devices may get report tokens."""
     token_units_per_request: int = Field(default=256, ge=1, le=4096)
+    """Most (metric, epoch) units one token request may ask for."""
 
     def check(self) -> None:
         if self.server_secret is not None:

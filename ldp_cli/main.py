@@ -1,6 +1,8 @@
 """The ``ldp`` command: one entry point for the whole system.
 
     ldp up        [--host --collector-port --aggregator-port --data]
+    ldp status    [--data]        (exit 0 only when a supervised stack is running)
+    ldp serve     collector|aggregator [--host --port --workers]  (production entry point)
     ldp demo      [--devices 20000] [--data DIR] [--keep]
     ldp metric    create NAME --kind K --epsilon E ... | create --spec FILE | list
     ldp estimate  NAME [--start --end | --since 7d] [--confidence --consistent --series]
@@ -22,7 +24,7 @@ from collections.abc import Callable, Sequence
 from ldp_cli.api import ApiError
 from ldp_cli.connect import ConfigMissing, add_connection_arguments
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "package_version"]
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -31,6 +33,18 @@ def _up(args: argparse.Namespace) -> int:
     from ldp_cli.up import cmd_up
 
     return cmd_up(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ldp_cli.status import cmd_status
+
+    return cmd_status(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ldp_cli.serve import cmd_serve
+
+    return cmd_serve(args)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -66,10 +80,26 @@ def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
 
 
+def package_version() -> str:
+    """The installed ldp-telemetry version, else pyproject's (a source checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ldp-telemetry")
+    except PackageNotFoundError:
+        import re
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        found = re.search(r'^version = "([^"]+)"', pyproject.read_text(), re.M)
+        return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ldp_cli.up import add_arguments
 
     parser = argparse.ArgumentParser(prog="ldp", description="local-DP telemetry")
+    parser.add_argument("--version", action="version", version=f"ldp {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="run embedded Redis + collector + aggregator")
@@ -78,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", help="data folder (default $LDP_DATA_DIR or ~/.local/share/ldp-telemetry)"
     )
     up.set_defaults(handler=_up)
+
+    status = sub.add_parser("status", help="whether ldp up runs on a data folder")
+    status.add_argument("--data", help="data folder (default as for ldp up)")
+    status.set_defaults(handler=_status)
+
+    serve = sub.add_parser("serve", help="run one service for production (workers, JSON logs)")
+    from ldp_cli.serve import add_arguments as add_serve_arguments
+
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="survey, audit, then a simulated fleet end to end")
     demo.add_argument("--devices", type=int, default=20_000, help="default 20000")

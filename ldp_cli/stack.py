@@ -8,12 +8,15 @@ stopped by its own pid in reverse order: aggregator, collector, then Redis
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector.logs import uvicorn_log_config
 from ldp_cli.keys import Keys
+from ldp_cli.lock import DataLock
 from ldp_server.redis_server import RedisServer, free_port
 from ldp_server.service import ServiceError, UvicornService, spawn_uvicorn
 
@@ -39,6 +42,8 @@ class Stack:
     env: dict[str, str] = field(default_factory=dict)
     #: Consecutive failed health probes per child ("redis", "collector", ...).
     misses: dict[str, int] = field(default_factory=dict)
+    #: The data folder's lock (``ldp_cli.lock``), released last by ``stop``.
+    lock: DataLock | None = None
 
     @classmethod
     def start(
@@ -87,10 +92,15 @@ class Stack:
         return stack
 
     def _spawn(self, name: str, host: str, port: int, env: dict[str, str]) -> Service:
+        log_config = self.data_dir / "logs" / "logging.json"
+        if not log_config.exists():
+            log_config.parent.mkdir(parents=True, exist_ok=True)
+            log_config.write_text(json.dumps(uvicorn_log_config("warning")))
         return spawn_uvicorn(
             f"{name}.app:create_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},
             log_path=self.data_dir / "logs" / f"{name}.log", name=name, host=host, port=port,
             bound=True,  # the CLI has no other thread yet
+            log_config=log_config,  # every line JSON, uvicorn's included
         )
 
     def url(self, name: str) -> str:
@@ -143,11 +153,13 @@ class Stack:
         return ""
 
     def stop(self) -> None:
-        """Aggregator, collector, then Redis; each by its own pid."""
+        """Aggregator, collector, then Redis; each by its own pid; then the folder's lock."""
         for service in reversed(self.services):
             service.stop()
         if self.redis is not None:
             self.redis.stop()
+        if self.lock is not None:
+            self.lock.release()
 
 
 def _healthy(url: str) -> bool:

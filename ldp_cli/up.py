@@ -24,7 +24,9 @@ from ldp_cli.keys import (
     load_or_create_keys,
     save_endpoints,
 )
+from ldp_cli.lock import DataLock
 from ldp_cli.stack import Stack, StackError
+from ldp_cli.supervise import StatusFile
 
 __all__ = ["add_arguments", "banner", "cmd_up", "start_stack", "wait_for_signal"]
 
@@ -46,18 +48,31 @@ def add_arguments(p: argparse.ArgumentParser, *, default_ports: tuple[int, int])
 
 
 def start_stack(args: argparse.Namespace, data_dir: Path) -> tuple[Stack, Keys, bool]:
-    """Keys (made on first run) and the three services; env LDP_REDIS_URL skips Redis."""
-    keys, created = load_or_create_keys(data_dir)
-    stack = Stack.start(
-        data_dir,
-        keys,
-        host=args.host,
-        collector_port=args.collector_port,
-        aggregator_port=args.aggregator_port,
-        redis_url=os.environ.get("LDP_REDIS_URL") or None,
-        cluster_nodes=os.environ.get("LDP_REDIS_CLUSTER_NODES") or None,
-    )
-    save_endpoints(data_dir, {"collector": stack.collector_url, "aggregator": stack.aggregator_url})
+    """The folder's lock, keys (made on first run) and the three services.
+
+    Env LDP_REDIS_URL skips the embedded Redis.  A folder held by another
+    ``ldp up`` raises ``FolderBusy`` (naming its pid and URLs) before anything
+    starts or is written.
+    """
+    lock = DataLock.acquire(data_dir)
+    try:
+        keys, created = load_or_create_keys(data_dir)
+        stack = Stack.start(
+            data_dir,
+            keys,
+            host=args.host,
+            collector_port=args.collector_port,
+            aggregator_port=args.aggregator_port,
+            redis_url=os.environ.get("LDP_REDIS_URL") or None,
+            cluster_nodes=os.environ.get("LDP_REDIS_CLUSTER_NODES") or None,
+        )
+    except BaseException:
+        lock.release()
+        raise
+    stack.lock = lock
+    urls = {"collector": stack.collector_url, "aggregator": stack.aggregator_url}
+    lock.publish(urls)
+    save_endpoints(data_dir, urls)
     return stack, keys, created
 
 
@@ -89,7 +104,8 @@ def wait_for_signal(stack: Stack, out: TextIO, *, probe_every: float = 2.0) -> i
     Every 0.5 s a child that exited is started again; every ``probe_every`` s each
     is asked for its health (Redis: PING; the services: GET /healthz in 2 s) and
     one that fails three checks in a row is killed and started again.  Each
-    restart is one JSON line on ``out``.
+    restart is one JSON line on ``out``.  DIR/status.json says ``running`` only
+    while every child is alive and answered its last check (``ldp status``).
     """
     stop = threading.Event()
 
@@ -98,6 +114,7 @@ def wait_for_signal(stack: Stack, out: TextIO, *, probe_every: float = 2.0) -> i
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    status = StatusFile(stack)
     history: list[float] = []
     next_probe = time.monotonic() + probe_every
     try:
@@ -106,6 +123,7 @@ def wait_for_signal(stack: Stack, out: TextIO, *, probe_every: float = 2.0) -> i
             probe = now >= next_probe
             if probe:
                 next_probe = now + probe_every
+            status.update()  # a child found dead is "degraded" before its restart
             try:
                 restarts = stack.supervise(probe)
             except (StackError, RuntimeError, OSError) as exc:
@@ -118,8 +136,10 @@ def wait_for_signal(stack: Stack, out: TextIO, *, probe_every: float = 2.0) -> i
             if len(history) > MAX_RESTARTS:
                 _event(out, "giving_up", restarts=len(history), seconds=RESTART_WINDOW)
                 return 1
+            status.update()
         return 0
     finally:
+        status.clear()
         for s, h in previous.items():
             signal.signal(s, h)
 
@@ -141,7 +161,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("running; Ctrl-C stops everything (data persists)", flush=True)
         code = wait_for_signal(stack, sys.stderr)
     finally:
-        stack.stop()
-        clear_endpoints(data_dir)
+        clear_endpoints(data_dir)  # while the lock is ours: never a successor's file
+        stack.stop()  # releases the lock last
     print("stopped", flush=True)
     return code

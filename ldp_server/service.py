@@ -99,13 +99,19 @@ class UvicornService:
 
 
 def uvicorn_argv(
-    factory: str, host: str, port: int, workers: int = 1, log_level: str = "warning"
+    factory: str, host: str, port: int, workers: int = 1, log_level: str = "warning",
+    log_config: Path | None = None,
 ) -> list[str]:
-    """The command line of ``uvicorn --factory`` without access logs."""
+    """The command line of ``uvicorn --factory`` without access logs.
+
+    ``log_config``: a JSON ``dictConfig`` file for uvicorn's own lines
+    (``collector.logs.uvicorn_log_config``).
+    """
     return [
         sys.executable, "-m", "uvicorn", "--factory", factory,
         "--host", host, "--port", str(port), "--workers", str(workers),
         "--no-access-log", "--log-level", log_level,
+        *(["--log-config", str(log_config)] if log_config else []),
     ]
 
 
@@ -122,6 +128,7 @@ def spawn_uvicorn(
     cwd: Path | None = None,
     pythonpath: Sequence[Path] = (),
     bound: bool = False,
+    log_config: Path | None = None,
 ) -> UvicornService:
     """Start ``uvicorn --factory <factory>`` with ``env`` over ours; do not wait.
 
@@ -137,7 +144,10 @@ def spawn_uvicorn(
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (*map(str, pythonpath), full_env.get("PYTHONPATH", "")) if p
         )
-    command = list(argv) if argv is not None else uvicorn_argv(factory, host, chosen, workers)
+    command = (
+        list(argv) if argv is not None
+        else uvicorn_argv(factory, host, chosen, workers, log_config=log_config)
+    )
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             command,

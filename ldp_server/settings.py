@@ -17,17 +17,20 @@ variables, never their values.
 >>> try:
 ...     load(Demo, env="prod")
 ... except SettingsError as exc:
-...     for part in str(exc).split("; "):
+...     for part in str(exc).split(": ", 2)[2].split("; "):
 ...         print(part)
-Demo refused: LDP_ENV=prod refuses unsafe settings: an analyst key is shorter than 24 characters
+an analyst key is shorter than 24 characters (LDP_ANALYST_KEYS)
 no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES
 """
 
 from __future__ import annotations
 
+import string
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ldp_server.redis_client import RedisClient, make_client
@@ -38,6 +41,9 @@ __all__ = [
     "Role",
     "ServerSettings",
     "SettingsError",
+    "check_cluster_nodes",
+    "check_redis_url",
+    "key_list_problems",
     "load",
     "load_or_exit",
     "split_keys",
@@ -55,6 +61,78 @@ def split_keys(raw: str) -> tuple[str, ...]:
     return tuple(k.strip() for k in raw.split(",") if k.strip())
 
 
+_KEY_CHARS = frozenset(string.ascii_letters + string.digits + "-._~+/=")
+_VARIABLE: dict[str, str] = {
+    "admin": "LDP_ADMIN_KEYS", "ingest": "LDP_INGEST_KEYS", "analyst": "LDP_ANALYST_KEYS",
+}
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse a Redis URL that is not redis://, rediss:// or unix:// (value never echoed).
+
+    >>> check_redis_url("redis://:pw@10.0.0.5:6380/2")
+    >>> check_redis_url("http://:hunter2@h/0")
+    Traceback (most recent call last):
+    ValueError: LDP_REDIS_URL must be redis://[:password@]host[:port][/db], rediss://... or unix://...
+    """
+    bad = ValueError("LDP_REDIS_URL must be redis://[:password@]host[:port][/db], "
+                     "rediss://... or unix://...")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is no number
+        del port
+    except ValueError:
+        raise bad from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise bad
+    if parts.scheme == "unix" and not parts.path.startswith("/"):
+        raise bad
+    if parts.scheme != "unix":
+        if not parts.hostname:
+            raise bad
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise bad
+
+
+def check_cluster_nodes(raw: str) -> None:
+    """Refuse LDP_REDIS_CLUSTER_NODES unless every item is host:port.
+
+    >>> check_cluster_nodes("10.0.0.1:7000,:7001")
+    >>> check_cluster_nodes("10.0.0.1")
+    Traceback (most recent call last):
+    ValueError: LDP_REDIS_CLUSTER_NODES must be host:port,host:port,...
+    """
+    for item in split_keys(raw):
+        _, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("LDP_REDIS_CLUSTER_NODES must be host:port,host:port,...")
+
+
+def key_list_problems(keys: Mapping[Role, tuple[str, ...]]) -> list[str]:
+    """A key with a character a bearer token cannot carry, or one key in two roles.
+
+    Refused in every mode; the messages name the variables, never a key.
+
+    >>> for line in key_list_problems({"admin": ("a" * 24,), "ingest": ("a" * 24, "b c")}):
+    ...     print(line)
+    one key is listed in two roles: LDP_ADMIN_KEYS and LDP_INGEST_KEYS
+    a key in LDP_INGEST_KEYS holds a character outside A-Z a-z 0-9 - . _ ~ + / =
+    """
+    problems: list[str] = []
+    seen: dict[str, Role] = {}
+    for role, listed in keys.items():
+        for key in listed:
+            if not set(key) <= _KEY_CHARS:
+                problems.append(f"a key in {_VARIABLE[role]} holds a character outside "
+                                "A-Z a-z 0-9 - . _ ~ + / =")
+            other = seen.setdefault(key, role)
+            if other != role:
+                pair = sorted((_VARIABLE[other], _VARIABLE[role]))
+                problems.append(f"one key is listed in two roles: {pair[0]} and {pair[1]}")
+    return problems
+
+
 class SettingsError(ValueError):
     """Settings refused; the message is one line and holds no value of a setting."""
 
@@ -63,33 +141,61 @@ class ServerSettings(BaseSettings):
     """What both services read from the environment; see the module docstring."""
 
     model_config = SettingsConfigDict(
-        env_prefix="LDP_", frozen=True, extra="ignore", hide_input_in_errors=True
+        env_prefix="LDP_", frozen=True, extra="ignore", hide_input_in_errors=True,
+        use_attribute_docstrings=True,
     )
 
     env: Literal["dev", "prod"] = "dev"
+    """dev or prod: prod refuses unsafe settings at start."""
     redis_url: str | None = None
+    """redis://[:password@]host[:port][/db], rediss://... or unix:///path (dev default redis://127.0.0.1:6379/0)."""
     redis_cluster_nodes: str | None = None
+    """host:port,host:port,... of a Redis Cluster, instead of LDP_REDIS_URL."""
     data_dir: str | None = None
+    """Data folder of `ldp up` (keys, embedded Redis, logs); accepted and unused by the services."""
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
+    """Seconds a Redis call may take before the request answers 503."""
     cors_origins: str = ""
+    """Comma-separated origins whose pages may call the API; empty sends no CORS header."""
+    metrics_key: SecretStr | None = None
+    """Bearer key of GET /metrics; unset: open in dev, not served in prod."""
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> ServerSettings:
         if self.redis_url and self.redis_cluster_nodes:
             raise ValueError("set LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES, not both")
+        if self.redis_url:
+            check_redis_url(self.redis_url)
+        if self.redis_cluster_nodes:
+            check_cluster_nodes(self.redis_cluster_nodes)
         self.check()
+        refused = key_list_problems(self.all_keys_by_role())
+        metrics_key = self.metrics_key_value()
+        if metrics_key is not None:
+            if not set(metrics_key) <= _KEY_CHARS:
+                refused.append("LDP_METRICS_KEY holds a character outside "
+                               "A-Z a-z 0-9 - . _ ~ + / =")
+            if any(metrics_key in keys for keys in self.all_keys_by_role().values()):
+                refused.append("LDP_METRICS_KEY is also an API key")
         if self.env != "prod":
+            if refused:
+                raise ValueError("; ".join(refused))
             return self
         problems = self.unsafe()
         for role, keys in self.keys_by_role().items():
             if any(len(k) < MIN_KEY_LENGTH for k in keys):
-                problems.append(f"an {role} key is shorter than {MIN_KEY_LENGTH} characters")
+                problems.append(f"an {role} key is shorter than {MIN_KEY_LENGTH} characters "
+                                f"({_VARIABLE[role]})")
         if not (self.redis_url or self.redis_cluster_nodes):
             problems.append("no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES")
+        if metrics_key is not None and len(metrics_key) < MIN_KEY_LENGTH:
+            problems.append(f"LDP_METRICS_KEY is shorter than {MIN_KEY_LENGTH} characters")
         if "*" in self.cors_origin_list():
             problems.append("LDP_CORS_ORIGINS is '*'")
         if problems:
-            raise ValueError("LDP_ENV=prod refuses unsafe settings: " + "; ".join(problems))
+            refused.append("LDP_ENV=prod refuses unsafe settings: " + "; ".join(problems))
+        if refused:
+            raise ValueError("; ".join(refused))
         return self
 
     # -- hooks of a service -------------------------------------------------------------
@@ -105,7 +211,17 @@ class ServerSettings(BaseSettings):
         """The clear keys of each role (hashed at once by ``ldp_server.keys.KeyRing``)."""
         return {}
 
+    def all_keys_by_role(self) -> dict[Role, tuple[str, ...]]:
+        """Every key the environment names, for the one-key-two-roles check (default:
+        ``keys_by_role``; a service may add keys it does not serve but can see)."""
+        return self.keys_by_role()
+
     # -- shared ---------------------------------------------------------------------------
+
+    def metrics_key_value(self) -> str | None:
+        """LDP_METRICS_KEY in clear, or None when unset or empty."""
+        value = self.metrics_key.get_secret_value() if self.metrics_key else ""
+        return value or None
 
     def cors_origin_list(self) -> list[str]:
         """LDP_CORS_ORIGINS as a list ("*" is refused in prod)."""
