@@ -14,7 +14,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collector.logs import uvicorn_log_config
 from ldp_cli.keys import Keys
 from ldp_cli.lock import DataLock
 from ldp_server.redis_server import RedisServer, free_port
@@ -95,6 +94,8 @@ class Stack:
         log_config = self.data_dir / "logs" / "logging.json"
         if not log_config.exists():
             log_config.parent.mkdir(parents=True, exist_ok=True)
+            from collector.logs import uvicorn_log_config  # server extra: only to serve
+
             log_config.write_text(json.dumps(uvicorn_log_config("warning")))
         return spawn_uvicorn(
             f"{name}.app:create_app", {"LDP_ENV": os.environ.get("LDP_ENV", "dev"), **env},

@@ -80,7 +80,9 @@ def assert_json_lines(log: Path) -> list[dict[str, object]]:
 
 def test_two_workers_count_everything_once(redis_url: str, tmp_path: Path) -> None:
     env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_url, "LDP_ADMIN_KEYS": ADMIN_KEY,
-           "LDP_INGEST_KEYS": INGEST_KEY, "LDP_ANALYST_KEYS": ANALYST_KEY}
+           "LDP_INGEST_KEYS": INGEST_KEY, "LDP_ANALYST_KEYS": ANALYST_KEY,
+           # The issuer key the test reports' tokens are signed with (tests/support/tokens).
+           "LDP_TOKEN_KEY_FILE": str(REPO_ROOT / "tests" / "support" / "token_key.pem")}
     epoch = today()
     seen: list[float] = []
     with serve("collector", env, tmp_path / "collector.log") as c:
