@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_core._rng import WORD, Rng, words
-from ldp_core.base import Design, Kind, Mechanism, Report, int_payload, need
+from ldp_core.base import Design, IntReport, Kind, Mechanism, need
 from ldp_core.epsilon import check_mechanism_epsilon
 from ldp_core.mechanisms._grid import segment_max
 from ldp_core.mechanisms.mean import OneBitMean, check_bounds
@@ -78,7 +78,7 @@ def _best_mix(epsilon: float, k: int) -> int:
 
 
 @dataclass(frozen=True)
-class HybridMean(Mechanism):
+class HybridMean(IntReport):
     """Piecewise with probability alpha, 1BitMean otherwise, over [lo, hi]."""
 
     name: ClassVar[str] = "hybrid"
@@ -136,23 +136,8 @@ class HybridMean(Mechanism):
         return self.pm.num_counters + 2
 
     @property
-    def direct_payload(self) -> int:
-        return self.num_counters
-
-    @property
     def report_bits(self) -> float:
         return math.log2(self.num_counters)
-
-    def counters(self, report: Report) -> tuple[int, ...]:
-        assert isinstance(report, int)
-        return (report,)
-
-    def encode(self, report: Report) -> int:
-        assert isinstance(report, int)
-        return report
-
-    def decode(self, payload: object) -> int:
-        return int_payload(payload, self.num_counters, "bucket_out_of_range")
 
     def check_value(self, value: object) -> float:
         return self.pm.check_value(value)

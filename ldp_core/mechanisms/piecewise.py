@@ -43,7 +43,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_core._rng import WORD, Rng
-from ldp_core.base import Design, Kind, Mechanism, Report, int_payload, need
+from ldp_core.base import Design, IntReport, Kind, Mechanism, need
 from ldp_core.epsilon import check_mechanism_epsilon, log_up
 from ldp_core.mechanisms._grid import (
     mean_variance_from_moments,
@@ -124,7 +124,7 @@ def design(epsilon: float, k: int = GRID) -> tuple[int, int, int]:
 
 
 @dataclass(frozen=True)
-class PiecewiseMean(Mechanism):
+class PiecewiseMean(IntReport):
     """The Piecewise mechanism over [lo, hi] with grid outputs."""
 
     name: ClassVar[str] = "piecewise"
@@ -182,23 +182,8 @@ class PiecewiseMean(Mechanism):
         return self.k + self.cells
 
     @property
-    def direct_payload(self) -> int:
-        return self.num_counters
-
-    @property
     def report_bits(self) -> float:
         return math.log2(self.num_counters)
-
-    def counters(self, report: Report) -> tuple[int, ...]:
-        assert isinstance(report, int)
-        return (report,)
-
-    def encode(self, report: Report) -> int:
-        assert isinstance(report, int)
-        return report
-
-    def decode(self, payload: object) -> int:
-        return int_payload(payload, self.num_counters, "bucket_out_of_range")
 
     def check_value(self, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
