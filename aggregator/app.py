@@ -25,6 +25,7 @@ from aggregator.openapi_doc import install_openapi
 from aggregator.routers import dashboard, estimates, health, metrics
 from aggregator.settings import Settings
 from collector.store import Store
+from ldp_core.version import package_version
 from ldp_server.docs_page import docs_html
 from ldp_server.headers import PAGE_HEADERS, install_security_headers
 from ldp_server.problems import Problem, install_handlers
@@ -75,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="ldp-telemetry aggregator",
-        version="1",
+        version=package_version(),
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,

@@ -79,6 +79,7 @@ from client_sdk._results import (
     UnitSpend,
 )
 from client_sdk._transport import Response, Transport, UrllibTransport
+from ldp_core.version import package_version
 
 __all__ = [
     "Client",
@@ -104,15 +105,5 @@ __all__ = [
 ]
 
 
-def _version() -> str:
-    """The installed distribution's version, else the source tree's (pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ldp-telemetry")
-    except PackageNotFoundError:
-        return "0.1.0+source"
-
-
 #: The version of the ldp-telemetry distribution this SDK came with.
-__version__ = _version()
+__version__ = package_version()

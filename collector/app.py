@@ -60,7 +60,7 @@ from collector.logs import configure, log_event
 from collector.routers import health, metrics, reports, tokens
 from collector.settings import Settings
 from collector.store import Store
-from collector.telemetry import Telemetry
+from collector.telemetry import HttpMetrics, Telemetry
 from collector.tokens import TokenService, load_token_key
 from ldp_server.headers import API_HEADERS, install_security_headers
 from ldp_server.keys import KeyRing
@@ -118,6 +118,7 @@ def create_app(
     app = FastAPI(title="ldp-telemetry collector", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url=None)
     app.state.runtime = runtime
+    app.add_middleware(HttpMetrics, telemetry=runtime.telemetry)
     install_security_headers(app, API_HEADERS)
     origins = settings.cors_origin_list()
     if origins:

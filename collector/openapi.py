@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ldp_core.version import package_version
+
 __all__ = ["openapi_document"]
 
 _NAME = "^[a-z][a-z0-9_.-]{0,63}$"
@@ -146,7 +148,7 @@ def openapi_document() -> dict[str, Any]:
     ok_json = _json({"type": "object"}, "ok")
     return {
         "openapi": "3.1.0",
-        "info": {"title": "ldp-telemetry collector", "version": "1"},
+        "info": {"title": "ldp-telemetry collector", "version": package_version()},
         "components": {
             "schemas": {"Problem": _PROBLEM, "Spec": _SPEC_OUT, "SpecIn": _SPEC_IN,
                         "Batch": _BATCH, "BatchResult": _RESULTS},

@@ -6,6 +6,9 @@
 #                                    # no registry: a bookworm base made from Debian
 #                                    # packages (debootstrap, as root), imported as
 #                                    # localhost/ldp-debian:bookworm
+#   deploy/build-image.sh --base-only
+#                                    # only the debootstrap base (scripts/install-system-deps.sh
+#                                    # makes it, so tests/system/test_deploy.py can build the image)
 #   LDP_BUILDER="buildah bud --isolation chroot" deploy/build-image.sh
 #                                    # where containers cannot run (no cgroups or
 #                                    # rlimits for an OCI runtime): RUN steps in a chroot
@@ -13,6 +16,7 @@ set -eu
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 BASE=${LDP_BASE:-docker.io/library/debian:bookworm-slim}
+[ "${1:-}" = --base-only ] && BASE=debootstrap
 TAG=${LDP_IMAGE:-localhost/ldp-telemetry:latest}
 
 if [ "$BASE" = debootstrap ]; then
@@ -26,6 +30,7 @@ if [ "$BASE" = debootstrap ]; then
         rm -rf "$ROOT"
     fi
 fi
+if [ "${1:-}" = --base-only ]; then echo "base $BASE"; exit 0; fi
 
 rm -rf dist/wheels
 # async-timeout: redis needs it on Python < 3.11.3 (Debian bookworm ships 3.11.2).

@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 
 from ldp_cli.api import ApiError
 from ldp_cli.connect import ConfigMissing, add_connection_arguments
+from ldp_core.version import package_version
 
-__all__ = ["build_parser", "main", "package_version"]
+__all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -78,21 +79,6 @@ def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end", help="end of the window: a number or a UTC date (exclusive)")
     p.add_argument("--since", help="the last N hours/days/weeks instead of --start, e.g. 7d")
     p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
-
-
-def package_version() -> str:
-    """The installed ldp-telemetry version, else pyproject's (a source checkout)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ldp-telemetry")
-    except PackageNotFoundError:
-        import re
-        from pathlib import Path
-
-        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
-        found = re.search(r'^version = "([^"]+)"', pyproject.read_text(), re.M)
-        return found.group(1) if found else "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -62,17 +62,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def collector_app() -> FastAPI:
-    """``collector.app.create_app`` with HTTP latency metrics (a uvicorn factory)."""
+    """``collector.app.create_app`` (a uvicorn factory; it times its own requests)."""
     from collector.app import create_app
-    from collector.telemetry import HttpMetrics
 
-    app = create_app()
-    app.add_middleware(HttpMetrics, telemetry=app.state.runtime.telemetry)
-    return app
+    return create_app()
 
 
 def aggregator_app() -> FastAPI:
-    """``aggregator.app.create_app`` (it times its requests itself; a uvicorn factory)."""
+    """``aggregator.app.create_app`` (a uvicorn factory; it times its own requests)."""
     from aggregator.app import create_app
 
     return create_app()

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from aggregator.deps import StoreDep
+from ldp_core.version import package_version
 from ldp_server.problems import store_unavailable
 
 __all__ = ["router"]
@@ -16,8 +17,8 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 async def healthz() -> dict[str, Any]:
-    """The process is up (does not touch Redis)."""
-    return {"status": "ok", "service": "aggregator"}
+    """The process is up (does not touch Redis), and which release it runs."""
+    return {"status": "ok", "service": "aggregator", "version": package_version()}
 
 
 @router.get("/readyz")

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from collector.deps import RuntimeDep, StoreDep
 from collector.openapi import openapi_document
 from collector.telemetry import CONTENT_TYPE, scrape_allowed
+from ldp_core.version import package_version
 from ldp_server.docs_page import docs_html
 from ldp_server.problems import RETRY_AFTER_SECONDS, Problem, json_response
 
@@ -26,8 +27,8 @@ _DOCS = docs_html(_DOCUMENT)
 
 @router.get("/healthz")
 async def healthz() -> Response:
-    """The process is up (does not touch Redis)."""
-    return json_response({"status": "ok"})
+    """The process is up (does not touch Redis), and which release it runs."""
+    return json_response({"status": "ok", "service": "collector", "version": package_version()})
 
 
 @router.get("/readyz")

@@ -23,6 +23,7 @@ from collector.store import Store
 from ldp_core.errors import ReportError
 from ldp_core.metric import MetricSpec
 from ldp_core.tokens import unb64url
+from ldp_core.version import package_version
 from ldp_core.wire import Envelope, encode_batch
 from tests.support.asgi import asgi_client
 from tests.support.reports import NOW, SPECS, envelope, today
@@ -372,7 +373,8 @@ async def test_rate_limit_per_client_not_per_key(redis_url: str) -> None:
 
 
 async def test_health_ready_and_prometheus(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/healthz")).json() == {
+        "status": "ok", "service": "collector", "version": package_version()}
     assert (await client.get("/readyz")).json() == {"ready": True}
     epoch = today()
     env = envelope("browser", 1, epoch, 1)

@@ -22,11 +22,19 @@ from pathlib import Path
 import httpx
 import orjson
 
+from ldp_core.version import package_version
 from ldp_core.wire import encode_batch
 from ldp_server import processes
 from ldp_server.redis_server import free_port
 from tests.support.reports import SPECS, envelope, today
-from tests.support.servers import ADMIN_KEY, ANALYST_KEY, INGEST_KEY, REPO_ROOT, auth
+from tests.support.servers import (
+    ADMIN_KEY,
+    ANALYST_KEY,
+    INGEST_KEY,
+    REPO_ROOT,
+    auth,
+    start_uvicorn,
+)
 
 BATCHES, PER_BATCH, SCRAPES = 6, 50, 8
 METRICS_KEY = "metrics-key-0123456789abcdefXYZ"
@@ -148,3 +156,26 @@ def test_aggregator_metrics_docs_key_and_json_access_lines(
     del env["LDP_METRICS_KEY"]
     with serve("aggregator", env, tmp_path / "off.log", workers=1) as a:
         assert scrape(a.url).status_code == 404
+
+
+def test_the_factories_ldp_up_starts_time_requests_and_report_their_version(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """``ldp up`` runs ``uvicorn --factory <service>.app:create_app``, not ``ldp serve``:
+    the latency histogram and the release in /healthz and OpenAPI come from the factory."""
+    release = package_version()
+    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_url, "LDP_ADMIN_KEYS": ADMIN_KEY,
+           "LDP_INGEST_KEYS": INGEST_KEY, "LDP_ANALYST_KEYS": ANALYST_KEY,
+           "LDP_TOKEN_KEY_FILE": str(REPO_ROOT / "tests" / "support" / "token_key.pem")}
+    for service in ("collector", "aggregator"):
+        with start_uvicorn(f"{service}.app:create_app", env, log_dir=tmp_path) as svc:
+            health = httpx.get(svc.url + "/healthz").json()
+            assert health == {"status": "ok", "service": service, "version": release}
+            assert httpx.get(svc.url + "/openapi.json").json()["info"]["version"] == release
+            for _ in range(3):
+                assert httpx.get(svc.url + "/v1/metrics",
+                                 headers=auth(ANALYST_KEY if service == "aggregator"
+                                              else INGEST_KEY)).status_code == 200
+            text = scrape(svc.url).text
+            assert value(text, f'ldp_http_request_duration_seconds_count{{method="GET",'
+                         f'route="/v1/metrics",service="{service}",status="200"}}') == 3
