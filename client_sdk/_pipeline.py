@@ -342,6 +342,7 @@ class Pipeline(Sender):
         except Exception as exc:
             log.warning("spool write failed: %s", type(exc).__name__)
             self._dropped["storage_error"] += len(rows)
+            self.store.refund(rows)  # they never left the device
             dropped = 0
         if dropped:
             self._dropped["spool_full"] += dropped

@@ -40,6 +40,7 @@ sqlite has had it since 2018.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import stat
@@ -47,13 +48,14 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from client_sdk._errors import StateError
 from client_sdk._schema import upgrade
 
-__all__ = ["Claimed", "Row", "Store", "private_file"]
+__all__ = ["Claimed", "Row", "Store", "discard", "private_file"]
 
 _INSERT = (
     "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, install, size)"
@@ -198,9 +200,17 @@ class Store:
             if dropped >= over_n and freed >= over_b:
                 break
             dropped, freed, last = dropped + 1, freed + size, seq
-        self._conn.execute("DELETE FROM spool WHERE seq <= ?", (last,))
+        with self.transaction() as conn:
+            discard(conn, "seq <= ?", (last,))
         self._resync()
         return dropped
+
+    def refund(self, rows: Sequence[Row]) -> None:
+        """Give back the charges of reports that were never written (a spool write
+        failed); best effort: if the file cannot be written they stay charged."""
+        with contextlib.suppress(sqlite3.Error, OSError), self.transaction() as conn:
+            for row in rows:
+                _refund(conn, row.metric, row.epoch, row.charge)
 
     # -- delivering ------------------------------------------------------------------
 
@@ -325,6 +335,48 @@ def _tighten(db: Path) -> None:
                 os.chmod(f"{db}{suffix}", 0o600)
     except OSError as exc:
         raise StateError(f"cannot secure {db}: {exc}") from None
+
+
+def discard(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
+    """Delete the spooled reports ``where`` selects (inside a transaction); returns how many.
+
+    A report that never left the device (never leased for a delivery attempt,
+    ``lease_pid = 0``) gives its epsilon back to its (name, epoch) and its token
+    back to the stock: nobody saw it, so the unit was not spent.  A report that
+    may have been sent keeps both.  The lifetime charge of a memoised value is
+    never given back: its permanent response stays drawn.
+    """
+    rows = conn.execute(
+        f"SELECT seq, metric, version, epoch, charge, lease_pid, token, install"  # noqa: S608
+        f" FROM spool WHERE {where}", params).fetchall()
+    for seq, metric, version, epoch, charge, lease_pid, token, install in rows:
+        if lease_pid:
+            continue
+        _refund(conn, metric, epoch, charge)
+        if token:
+            conn.execute(
+                "INSERT OR IGNORE INTO tokens (install, metric, version, epoch, nonce, blinded,"
+                " inv, token) VALUES (?, ?, ?, ?, ?, '', '', ?)",
+                (install, metric, version, epoch, f"returned-{seq}", token))
+    conn.execute(f"DELETE FROM spool WHERE {where}", params)  # noqa: S608
+    return len(rows)
+
+
+def _refund(conn: sqlite3.Connection, metric: str, epoch: int, charge: float) -> None:
+    """One report's epsilon off its (name, epoch), rounded outward (never below the
+    exact sum of the charges that remain)."""
+    found = conn.execute("SELECT spent, reports FROM budget WHERE metric = ? AND epoch = ?",
+                         (metric, epoch)).fetchone()
+    if found is None:
+        return
+    spent, reports = float(found[0]), int(found[1])
+    exact = Fraction(spent) - Fraction(charge)
+    left = float(exact)
+    if Fraction(left) < exact:
+        left = math.nextafter(left, math.inf)
+    left = 0.0 if reports <= 1 else max(0.0, left)
+    conn.execute("UPDATE budget SET spent = ?, reports = ? WHERE metric = ? AND epoch = ?",
+                 (left, max(reports - 1, 0), metric, epoch))
 
 
 def _values(row: Row) -> tuple[object, ...]:

@@ -32,7 +32,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
-from client_sdk._store import Store
+from client_sdk._store import Store, discard
 from client_sdk._transport import Response, Transport
 from ldp_core.tokens import (
     PendingToken,
@@ -128,7 +128,7 @@ class TokenManager:
                 log.warning("token issuer refused the request: %s (waiting reports dropped)",
                             exc.code)
                 with self.store.transaction() as conn:
-                    gone = conn.execute("DELETE FROM spool WHERE token = ''").rowcount
+                    gone = discard(conn, "token = ''", ())
                 self.store.remove([])
                 return Counter({exc.code: gone})
             except (OSError, ValueError, TokenError, KeyError, TypeError) as exc:
@@ -253,9 +253,8 @@ class TokenManager:
                     conn.execute("DELETE FROM tokens WHERE install = ? AND metric = ? AND"
                                  " version = ? AND epoch = ? AND nonce = ?", where)
                     if unit in missing:
-                        gone = conn.execute(
-                            "DELETE FROM spool WHERE token = '' AND install = ? AND metric = ?"
-                            " AND version = ? AND epoch = ?", unit).rowcount
+                        gone = discard(conn, "token = '' AND install = ? AND metric = ?"
+                                       " AND version = ? AND epoch = ?", unit)
                         dropped[str(result["code"])] += gone
         if dropped:
             self.store.remove([])  # recount after the deletes

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from client_sdk import Client, DeliveryConfig, Fleet, HoldConfig, Response, UrllibTransport
+from client_sdk._store import Store, discard
 from ldp_core.wire import decode_batch
 from ldp_server.redis_server import free_port
 from tests.support.sdk_fixtures import CaptureTransport, many_metrics, specs, spool_rows
@@ -291,8 +292,34 @@ def test_spool_quota_drops_oldest_and_counts(tmp_path: Path) -> None:
         rows = spool_rows(tmp_path)
         assert [r[2] for r in rows] == ["m6", "m7", "m8", "m9"]     # the newest four
         assert c.counters().dropped == {"spool_full": 6}
+        # The six dropped reports never left the device: their units are not spent.
+        spent = {u.metric: (u.reports, u.spent) for u in c.privacy_report().units}
+        assert all(spent[f"m{i}"] == (0, 0.0) for i in range(6)), spent
+        assert all(spent[f"m{i}"] == (1, 1.0) for i in range(6, 10)), spent
+        assert c.record("m0", "a").ok          # the unit is free again, this epoch
+        assert not c.record("m9", "a").ok      # a kept report's unit is still spent
     finally:
         c.close(0)
+
+
+def test_a_dropped_report_that_may_have_left_keeps_its_charge(tmp_path: Path) -> None:
+    """Only never-leased reports give epsilon and token back (``_store.discard``)."""
+    store = Store(tmp_path / "s.sqlite3", max_reports=100, max_bytes=10**6)
+    try:
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO budget VALUES ('m', 5, 3.0, 3)")
+            for token in ("t-sent", "t-kept", ""):
+                conn.execute(
+                    "INSERT INTO spool (report_id, metric, version, epoch, token, payload,"
+                    " charge, install, size, lease_pid) VALUES (?, 'm', 1, 5, ?, '0', 1.0,"
+                    " 'i', 150, ?)", (token or "r3", token, 4242 if token == "t-sent" else 0))
+        with store.transaction() as conn:
+            assert discard(conn, "metric = 'm'", ()) == 3
+        assert store.query("SELECT spent, reports FROM budget") == [(1.0, 1)]
+        assert store.query("SELECT token FROM tokens") == [("t-kept",)]
+        assert store.query("SELECT COUNT(*) FROM spool") == [(0,)]
+    finally:
+        store.close()
 
 
 def test_fleet_with_injected_transport(tmp_path: Path) -> None:

@@ -165,3 +165,26 @@ def test_reports_spooled_by_the_previous_sdk_go_out_with_new_tokens(tmp_path: Pa
             assert len(unb64url(batch["token"][0])) == 32 + 128  # a real token now
         finally:
             c.close(0)
+
+
+def test_a_unit_the_issuer_refuses_for_good_is_dropped_and_given_back(
+    collector: ServiceProcess, tmp_path: Path
+) -> None:
+    """A report recorded 30 days ago (offline ever since) gets ``epoch_expired`` from the
+    issuer: it is dropped, counted, and its epsilon is not left charged (it never left)."""
+    net, clock = Switch(), Clock()
+    clock.t -= 30 * DAY
+    c = Client(collector.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+               transport=net, delivery=QUICK, background=False, clock=clock)
+    try:
+        assert c.record("theme", "zebrafox-7f3a").ok
+        (unit,) = c.privacy_report().units
+        assert unit.reports == 1 and 0.99 < unit.spent <= 1.0   # epsilon_actual
+        net.online = True
+        c.flush(5)
+        assert c.counters().dropped == {"epoch_expired": 1} and spool_rows(tmp_path) == []
+        (unit,) = c.privacy_report().units
+        assert (unit.reports, unit.spent) == (0, 0.0)
+        assert "v1/reports" not in [p for _, p, _ in net.log]
+    finally:
+        c.close(0)
