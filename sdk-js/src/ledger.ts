@@ -24,7 +24,7 @@ export interface Ask {
   lifetimeBudget: number | null;
 }
 
-/** A decided charge, ready to persist and apply. */
+/** A decided charge, ready to persist and apply (or, with ``refund``, to take back). */
 export interface Charge {
   metric: string;
   version: number;
@@ -34,6 +34,8 @@ export interface Charge {
   cost: number;
   valueKey: string | null;
   epsilonInf: number;
+  /** A refund: the report of this charge was dropped before it left the device. */
+  refund?: true;
 }
 
 export interface Refusal { status: "spec_conflict" | "over_budget" | "over_lifetime_budget"; epoch: number | null }
@@ -84,11 +86,20 @@ export class Ledger {
     };
   }
 
-  /** Write a decided charge (also used to replay a journal). */
+  /**
+   * Write a decided charge (also used to replay a journal).  A refund takes one
+   * report's cost off its unit, rounded up (never below what the remaining
+   * reports spent); the lifetime charge of a memoised value stays.
+   */
   apply(c: Charge): void {
     const s = this.state;
     const key = `${c.metric}|${c.epoch}`;
     const [spent, reports] = s.budget[key] ?? [0, 0];
+    if (c.refund) {
+      if (reports <= 1) delete s.budget[key];
+      else s.budget[key] = [nextUp(Math.max(0, spent - c.cost)), reports - 1];
+      return;
+    }
     const total = spent + c.cost;
     s.budget[key] = [spent ? nextUp(total) : total, reports + 1];
     if (c.valueKey !== null) (s.lifetime[c.metric] ??= {})[c.valueKey] = c.epsilonInf;

@@ -126,10 +126,6 @@ def page_server(built: Path) -> Iterator[tuple[str, list[dict[str, Any]], thread
 
 @needs_node
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
-@pytest.mark.xfail(strict=True, reason=(
-    "open gap (issue 14): the collector now counts a report only with a Privacy Pass "
-    "token (README, 'Report tokens'); sdk-js still sends the old HMAC device token, so "
-    "its reports are refused as bad_token.  Strict: this fails the suite once it passes."))
 def test_node_and_chromium_record_through_the_real_stack(
     built: Path, redis_server: RedisServer, tmp_path: Path,
     page_server: tuple[str, list[dict[str, Any]], threading.Event],
