@@ -31,6 +31,8 @@ export type Status =
   | "queued" | "held" | "over_budget" | "over_lifetime_budget" | "spec_conflict" | "unknown_metric"
   | "invalid_value" | "storage_error" | "closed" | "opted_out";
 
+export interface UnitSpend { metric: string; epoch: number; spent: number; reports: number }
+
 export interface RecordResult { status: Status; ok: boolean; epoch?: number; clamped?: boolean }
 
 export interface ClientOptions {
@@ -478,6 +480,18 @@ export class Client {
     if (asked !== null) delay = Math.max(delay, asked);
     this.backoffUntil = Date.now() + delay * 1000;
     return "retry";
+  }
+
+  /** Epsilon spent per unit (metric name, epoch) and per memoised lifetime (kept across opt-out). */
+  privacyReport(): { units: UnitSpend[]; lifetime: { metric: string; spent: number; values: number }[] } {
+    const s = this.ledger.state;
+    const units = Object.entries(s.budget).map(([key, [spent, reports]]) => {
+      const at = key.lastIndexOf("|");
+      return { metric: key.slice(0, at), epoch: Number(key.slice(at + 1)), spent, reports };
+    });
+    const lifetime = Object.entries(s.lifetime).map(([metric, drawn]) => ({
+      metric, spent: Object.values(drawn).reduce((a, b) => a + b, 0), values: Object.keys(drawn).length }));
+    return { units, lifetime };
   }
 
   /** True after ``optOut()`` (persisted: a later Client on the same store stays out). */

@@ -54,6 +54,16 @@ SPECS = [
      "mechanism": "olh", "longitudinal": {"epsilon_inf": 4.0}, "min_reports": 10},
 ]
 
+#: The metrics of e2e-client.ts (the Client's token stock, refunds, keys, opt-out, strict).
+CLIENT_SPECS = [
+    {"name": "js.t.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "grr"},
+    {"name": "js.t.mem", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "olh", "longitudinal": {"epsilon_inf": 4.0}},
+    {"name": "js.t.age", "kind": "numeric", "lo": 0, "hi": 120, "epsilon": 1.0,
+     "mechanism": "one_bit_mean"},
+]
+
 needs_node = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
                                 reason="node/npm not installed (scripts/install-system-deps.sh)")
 
@@ -87,6 +97,34 @@ def test_node_test_runner_passes(built: Path) -> None:
     print("\n".join(summary))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "# fail 0" in summary and any(s.startswith("# pass ") for s in summary)
+
+
+@needs_node
+def test_client_against_the_real_collector(
+    built: Path, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """dist/test/e2e-client.js: offline reports wait for tokens, the next epoch's token
+    is stocked and survives a restart, a lost issuer answer is asked again with the
+    same blinded messages, a refused unit is dropped with its epsilon refunded, a
+    wrong key keeps reports, opt-out/opt-in keep the ledger, strict, the environment."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector:
+        for spec in CLIENT_SPECS:
+            answer = httpx.post(f"{collector.url}/v1/metrics", json=spec,
+                                headers=auth(ADMIN_KEY), timeout=10)
+            assert answer.status_code in (200, 201), answer.text
+        (tmp_path / "state").mkdir()
+        env = {**os.environ, "LDP_E2E_URL": collector.url, "LDP_E2E_KEY": INGEST_KEY,
+               "LDP_E2E_STATE": str(tmp_path / "state")}
+        done = subprocess.run(["node", "--test", "dist/test/e2e-client.js"], cwd=SDK, env=env,
+                              capture_output=True, text=True, timeout=300)
+    summary = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    print("\n".join(summary))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "# fail 0" in summary and "# pass 7" in summary, summary
 
 
 class _PageHandler(SimpleHTTPRequestHandler):
