@@ -4,7 +4,9 @@ import { build } from "esbuild";
 import { gzipSync } from "node:zlib";
 import { readFileSync } from "node:fs";
 
-await build({ entryPoints: ["test/e2e-page.ts"], bundle: true, format: "esm", target: "es2020", outfile: "dist/e2e-page.js" });
+for (const page of ["e2e-page", "bench-page"]) {
+  await build({ entryPoints: [`test/${page}.ts`], bundle: true, format: "esm", target: "es2020", outfile: `dist/${page}.js` });
+}
 const common = { entryPoints: ["src/browser.ts"], bundle: true, minify: true, target: "es2020", platform: "browser", legalComments: "none" };
 await build({ ...common, format: "esm", outfile: "dist/ldp-sdk.min.js" });
 await build({ ...common, format: "iife", globalName: "LdpTelemetry", outfile: "dist/ldp-sdk.iife.js" });

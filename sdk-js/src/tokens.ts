@@ -91,32 +91,18 @@ export function keyFromJson(body: { n?: unknown; e?: unknown; key_id?: unknown }
   return key;
 }
 
-const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 /** base64url without padding (RFC 4648 §5). */
 export function b64url(data: Uint8Array): string {
-  let out = "";
-  for (let i = 0; i < data.length; i += 3) {
-    const x = (data[i] << 16) | ((data[i + 1] ?? 0) << 8) | (data[i + 2] ?? 0);
-    const chars = Math.min(4, Math.ceil(((data.length - i) * 8) / 6));
-    for (let j = 0; j < chars; j++) out += B64[(x >> (18 - 6 * j)) & 63];
-  }
-  return out;
+  let bin = "";
+  for (const b of data) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
 /** The bytes of base64url text (padding optional); TokenError if it is not base64url. */
 export function unb64url(text: string): Uint8Array {
   const t = text.replace(/=+$/, "");
   if (/[^A-Za-z0-9_-]/.test(t) || t.length % 4 === 1) throw new TokenError("not base64url");
-  const out = new Uint8Array(Math.floor((t.length * 6) / 8));
-  let acc = 0, bits = 0, at = 0;
-  for (const c of t) {
-    acc = (acc << 6) | B64.indexOf(c);
-    bits += 6;
-    if (bits >= 8) { bits -= 8; out[at++] = (acc >> bits) & 0xff; }
-    acc &= (1 << bits) - 1;
-  }
-  return out;
+  return Uint8Array.from(atob(t.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
 }
 
 function mgf1(seed: Uint8Array, length: number): Uint8Array {
@@ -175,18 +161,21 @@ export function randomBytes(count: number): Uint8Array {
 export function blind(key: PublicKey, msg: Uint8Array, fixed: { salt?: Uint8Array; inv?: bigint } = {}): { blinded: Uint8Array; inv: bigint } {
   const emBits = bitLength(key.n) - 1;
   const m = os2ip(emsaPssEncode(msg, emBits, fixed.salt ?? randomBytes(SALT_BYTES)));
-  if (egcd(m, key.n)[0] !== 1n) throw new TokenError("encoded message is not invertible modulo n");
   let r: bigint, inv: bigint;
   if (fixed.inv !== undefined) {
+    if (egcd(m, key.n)[0] !== 1n) throw new TokenError("encoded message is not invertible modulo n");
     inv = fixed.inv;
     r = modInverse(inv, key.n);
   } else {
     const excess = BigInt(8 * key.k - bitLength(key.n));
     for (;;) {
       r = os2ip(randomBytes(key.k)) >> excess;
-      if (r >= 1n && r < key.n && egcd(r, key.n)[0] === 1n) break;
+      if (r < 1n || r >= key.n) continue;
+      // One inversion checks both gcd(m, n) = 1 and gcd(r, n) = 1: r^-1 = m * (m r)^-1.
+      const [g, x] = egcd((m * r) % key.n, key.n);
+      if (g === 1n) { inv = (m * x) % key.n; break; }
+      if (egcd(m, key.n)[0] !== 1n) throw new TokenError("encoded message is not invertible modulo n");
     }
-    inv = modInverse(r, key.n);
   }
   return { blinded: i2osp((m * modPow(r, key.e, key.n)) % key.n, key.k), inv };
 }
