@@ -57,8 +57,9 @@ def chromium_figures(quick: bool) -> dict[str, Any]:
     vectors = json.loads((SDK / "test" / "vectors.json").read_text())
     specs = [c["spec"] for c in vectors["mechanisms"] if c["spec"]["name"] in PLAN]
     (dist / "bench-specs.json").write_text(json.dumps(specs))
-    (dist / "bench.html").write_text('<!doctype html><meta charset="utf-8"><title>ldp sdk bench</title>'
-                                     '<script type="module" src="/bench-page.js"></script>')
+    (dist / "bench.html").write_text(
+        '<!doctype html><meta charset="utf-8"><title>ldp sdk bench</title>'
+        '<script type="module" src="/bench-page.js"></script>')
     result: list[dict[str, Any]] = []
     arrived = threading.Event()
 

@@ -50,6 +50,12 @@ function nextUp(x: number): number {
   return view.getFloat64(0);
 }
 
+/** a - b rounded up (never below the exact difference): TwoSum gives the rounding error exactly. */
+function subUp(a: number, b: number): number {
+  const s = a - b, bb = s - a, err = (a - (s - bb)) + (-b - bb);
+  return err > 0 ? nextUp(s) : s;
+}
+
 /** The ledger state (plain JSON, persisted by the store). */
 export interface LedgerState {
   versions: Record<string, string>;
@@ -88,8 +94,9 @@ export class Ledger {
 
   /**
    * Write a decided charge (also used to replay a journal).  A refund takes one
-   * report's cost off its unit, rounded up (never below what the remaining
-   * reports spent); the lifetime charge of a memoised value stays.
+   * report's cost off its unit, rounded outward (never below the exact
+   * difference), as ``client_sdk._store._refund``; the lifetime charge of a
+   * memoised value stays (its permanent response stays drawn).
    */
   apply(c: Charge): void {
     const s = this.state;
@@ -97,7 +104,7 @@ export class Ledger {
     const [spent, reports] = s.budget[key] ?? [0, 0];
     if (c.refund) {
       if (reports <= 1) delete s.budget[key];
-      else s.budget[key] = [nextUp(Math.max(0, spent - c.cost)), reports - 1];
+      else s.budget[key] = [Math.max(0, subUp(spent, c.cost)), reports - 1];
       return;
     }
     const total = spent + c.cost;
