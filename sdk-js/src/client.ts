@@ -368,7 +368,15 @@ export class Client {
 
   /** One delivery pass (one batch at a time, until empty or a retry is scheduled). */
   deliver(): Promise<boolean> {
-    if (!this.sending) this.sending = this.sendAll().finally(() => { this.sending = null; });
+    if (!this.sending) {
+      // Never a rejection at the app (a timer or page-hide calls this unawaited): a store
+      // failure is logged and retried later.
+      this.sending = this.sendAll().catch((e) => {
+        this.log.warn(`[ldp-telemetry] delivery stopped: ${(e as Error)?.name ?? "error"}; will retry`);
+        this.retry(null);
+        return false;
+      }).finally(() => { this.sending = null; });
+    }
     return this.sending;
   }
 
@@ -381,9 +389,10 @@ export class Client {
         if (this.stock.progress) this.attempt = 0;
         for (const [code, rows] of drop) await this.dropUnsent(code, rows);
       }
-      const batch = free.filter((r) => r.token && this.pending.includes(r)).slice(0, Math.min(this.sendLimit, this.o.batchSize * 10));
+      const live = new Set(this.pending);
+      const batch = free.filter((r) => r.token && live.has(r)).slice(0, Math.min(this.sendLimit, this.o.batchSize * 10));
       if (!batch.length) {
-        if (!free.some((r) => !r.token && this.pending.includes(r))) break;
+        if (!free.some((r) => !r.token && live.has(r))) break;
         // Reports wait for tokens: back off (Retry-After of a 429/503 honoured).
         const f = this.stock.failed;
         if (f && !("status" in f)) this.log.info?.(`[ldp-telemetry] tokens not fetched from ${this.o.url} (${f.name}); will retry`);
