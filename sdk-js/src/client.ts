@@ -22,7 +22,7 @@ import { buildMechanism, isTwoLevel, type Mechanism, type Spec } from "./mechani
 import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
 import { hmacSha256, toHex, utf8 } from "./sha256.js";
-import { problemCode, TokenStock, type Answer } from "./stock.js";
+import { entryKey, problemCode, TokenStock, type Answer } from "./stock.js";
 import { MemoryStore, type Store } from "./store.js";
 import { b64url } from "./tokens.js";
 import { batchJson, MAX_BATCH, type Row } from "./wire.js";
@@ -142,7 +142,7 @@ export class Client {
     // A row spooled by an SDK without blind tokens holds a 64-hex HMAC token the
     // collector refuses: it waits for a real token like a new report.
     c.pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
-    for (const t of loaded.tokens) c.stock.entries.set(`${t.metric}|${t.version}|${t.epoch}|${t.nonce}`, t);
+    for (const t of loaded.tokens) c.stock.entries.set(entryKey(t), t);
     c.learn(opts.metrics ?? [], false);
     if (loaded.catalog) c.learn(loaded.catalog, false);
     if (c.store.snapshot) await c.store.snapshot(c.ledger.state, c.pending, [...c.stock.entries.values()]);

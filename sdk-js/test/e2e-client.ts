@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { buildMechanism, Client, defaultStateDir, FileStore, InvalidValueError, MemoryStore, openNodeClient, type Spec } from "../src/node.js";
+import { buildMechanism, Client, defaultStateDir, FileStore, InvalidValueError, mechanismFingerprint, MemoryStore, openNodeClient,
+  type Spec } from "../src/node.js";
 import { unb64url } from "../src/tokens.js";
 
 const URL_ = process.env.LDP_E2E_URL!, KEY = process.env.LDP_E2E_KEY!, ROOT = process.env.LDP_E2E_STATE!;
@@ -201,4 +202,23 @@ test("openNodeClient reads LDP_COLLECTOR_URL, LDP_API_KEY and LDP_STATE_DIR", as
   assert.equal(defaultStateDir("darwin", {}, "/Users/a"), "/Users/a/Library/Application Support/ldp-telemetry");
   assert.equal(defaultStateDir("win32", { LOCALAPPDATA: "C:\\Users\\a\\AppData\\Local" }, "C:\\Users\\a"),
     "C:\\Users\\a\\AppData\\Local\\ldp-telemetry");
+});
+
+test("a report spooled by the SDK before blind tokens (an HMAC token) waits for a real token and counts", async () => {
+  const d = dir("legacy"), spec = specs.find((x) => x.name === "js.t.plan")!;
+  const epoch = Math.floor(Date.now() / 1000 / DAY);
+  const old = new FileStore(d);
+  await old.open(() => new Uint8Array(32).fill(7));
+  old.commit({ metric: spec.name, version: spec.version, fingerprint: mechanismFingerprint(spec), epoch, period: DAY,
+    cost: buildMechanism(spec).epsilon, valueKey: null, epsilonInf: 0 },
+  { reportId: "ab".repeat(16), metric: spec.name, version: spec.version, epoch, token: "11".repeat(32), payload: "2" });
+  const net = new Net();
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net.fetch });
+  assert.equal(c.queued, 1);
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 1);
+  const batch = JSON.parse(gunzipSync(net.log.find((s) => s.path === "v1/reports")!.body as Uint8Array).toString());
+  assert.equal(batch.report_id[0], "ab".repeat(16));
+  assert.equal(unb64url(batch.token[0]).length, 32 + 128);   // a blind-signed token of the 1024-bit test key
+  c.close();
 });
