@@ -1,7 +1,8 @@
 """@ldp-telemetry/sdk (sdk-js/): build, shared vectors, Node tests, end to end.
 
 1. The vectors in sdk-js/test/vectors.json are regenerated from the Python core
-   (sdk-js/scripts/gen_vectors.py) and must equal the committed file.
+   (sdk-js/scripts/gen_vectors.py) and must equal the committed file (they hold
+   RFC 9474 A.3 and Python-made blind RSA tokens too).
 2. ``npm ci`` + ``npm run build``, then ``node --test`` over the compiled tests:
    the vectors byte for byte, and 10^6 reports per mechanism form against the
    declared channel (chi-square, joint false-positive rate <= 1e-6).
@@ -10,7 +11,11 @@
    metrics through the real collector (CORS open to the page's origin); the
    aggregator's intervals at confidence 1 - 1e-7 must cover the true shares:
    8 intervals, so a false failure has probability <= 8e-7 (normal approximation
-   of a sum over 1600 independent devices).
+   of a sum over 1600 independent devices).  Every report carries a blind-signed
+   token from the collector's issuer (the test issuer key, tests/conftest.py).
+4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
+   stock offline, online and across a restart, a lost issuer answer, the refund of
+   a refused unit, a wrong key, opt-out/opt-in, strict, the environment.
 """
 
 from __future__ import annotations
