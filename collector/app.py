@@ -126,7 +126,7 @@ def create_app(
             CORSMiddleware,
             allow_origins=origins,
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "Content-Encoding"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding", "LDP-Install-Key"],
             expose_headers=["Retry-After"],
             max_age=600,
         )

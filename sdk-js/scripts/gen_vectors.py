@@ -8,7 +8,9 @@ byte: resolved params (thresholds, p*, q*, epsilons), fingerprints and memo
 contexts, one-level reports for fixed HMAC_DRBG randomness (every family,
 including OLH hashes and Hadamard outputs), permanent responses for fixed
 secrets and contexts, instantaneous draws, HMAC_DRBG outputs (NIST CAVP),
-device tokens, ledger value keys, Python float formatting and batch JSON bytes.
+device tokens, ledger value keys, Python float formatting, batch JSON bytes, and
+blind RSA tokens (RFC 9474 A.3 as published, tokens of our units for fixed
+nonce, salt and inverse, SHA-384 at its padding boundaries).
 """
 
 from __future__ import annotations
@@ -16,16 +18,20 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from client_sdk._device import DeviceState, mechanism_fingerprint, memo_context, payload_text
 from client_sdk._ledger import MemoryLedger
+from ldp_core import tokens as blind_rsa
 from ldp_core._rng import uniform_words
 from ldp_core.memo import HmacDrbg, permanent_seed
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import batch_json, device_token
 
 SECRETS = [bytes(range(32)), hashlib.sha256(b"device-2").digest()]
+ROOT = Path(__file__).resolve().parents[2]
+RFC9474_A3 = ROOT / "tests" / "ldp_core" / "data" / "rfc9474_a3_pss_deterministic.json"
 
 
 def seed(*parts: object) -> bytes:
@@ -127,6 +133,36 @@ def drbg_cases() -> dict[str, Any]:
     return {"nist": nist, "ops_seed": b"ops".hex(), "ops": ops}
 
 
+def token_cases() -> dict[str, Any]:
+    """RFC 9474 A.3 as published, plus tokens of our units under its key for fixed
+    nonce, salt and inverse (the blind signature is blinded^d mod n, the RFC's d)."""
+    rfc = json.loads(RFC9474_A3.read_text())
+    n, e, d = (int(rfc[x], 16) for x in ("n", "e", "d"))
+    key = blind_rsa.PublicKey(n, e)
+    cases = []
+    for i, (metric, version, epoch) in enumerate((("browser", 1, 20421), ("\u00fc.metric", 3, 0),
+                                                  ("js.plan", 12, 492011))):
+        nonce = seed("nonce", i)
+        salt = hashlib.sha384(f"salt|{i}".encode()).digest()
+        r = int.from_bytes(hashlib.sha512(f"r|{i}".encode()).digest() * 8, "big") % n
+        inv = pow(r, -1, n)
+        msg = blind_rsa.token_input(nonce, blind_rsa.unit_digest(metric, version, epoch),
+                                    key.key_id)
+        blinded, _ = blind_rsa.blind(key, msg, salt=salt, inv=inv)
+        blind_sig = pow(int.from_bytes(blinded, "big"), d, n).to_bytes(key.modulus_bytes, "big")
+        pending = blind_rsa.PendingToken(metric, version, epoch, nonce, blinded, inv)
+        cases.append({"metric": metric, "version": version, "epoch": epoch,
+                      "unit_digest": blind_rsa.unit_digest(metric, version, epoch).hex(),
+                      "nonce": nonce.hex(), "salt": salt.hex(), "inv": format(inv, "x"),
+                      "token_input": msg.hex(), "blinded": blinded.hex(),
+                      "blind_sig": blind_sig.hex(),
+                      "token": blind_rsa.wire_token(key, pending, blind_sig)})
+    sha384 = [[m.hex(), hashlib.sha384(m).hexdigest()]
+              for m in (b"", b"abc", bytes(range(111)), bytes(range(112)), bytes(range(128)),
+                        bytes(range(129)), bytes(i % 251 for i in range(1000)))]
+    return {"rfc9474_a3": rfc, "key": key.to_json(), "cases": cases, "sha384": sha384}
+
+
 def main() -> None:
     floats = [1.0, 0.1, 1e-5, 1e-4, 123456789.0, 1e16, 1e15 + 0.5, 2.5e-300, 5e-324, -0.0, 0.0,
               -3.5, 1e17, 0.9999999983489763, 1 / 3, 2**53 + 0.0, 1.7976931348623157e308]
@@ -145,6 +181,7 @@ def main() -> None:
         "tokens": tokens,
         "permanent_seeds": seeds,
         "batch": {"rows": [list(r) for r in rows], "json": batch},
+        "blind_rsa": token_cases(),
     }
     json.dump(vectors, sys.stdout, indent=None, separators=(",", ":"), ensure_ascii=True)
     sys.stdout.write("\n")

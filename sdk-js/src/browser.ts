@@ -1,7 +1,7 @@
 /**
- * Browsers: an IndexedDB store (one transaction holds a charge and its report;
- * "strict" durability where supported) and delivery on page hide with fetch
- * keepalive.
+ * Browsers: an IndexedDB store (one transaction holds a charge and its report,
+ * or a report and the stock token it takes; "strict" durability where
+ * supported) and delivery on page hide with fetch keepalive.
  *
  * @example
  *   <script type="module">
@@ -13,6 +13,7 @@
 import { Client, type ClientOptions } from "./client.js";
 import type { Charge, LedgerState } from "./ledger.js";
 import type { Spec } from "./mechanisms.js";
+import { entryKey, type TokenEntry } from "./stock.js";
 import type { Loaded, Store } from "./store.js";
 import type { Row } from "./wire.js";
 
@@ -32,7 +33,6 @@ function done(req: IDBRequest | IDBTransaction): Promise<unknown> {
 
 export class IndexedDbStore implements Store {
   private db!: IDBDatabase;
-  private ledger: LedgerState | null = null;
   constructor(private readonly name = "ldp-telemetry") {}
 
   private tx(stores: string[], mode: IDBTransactionMode): IDBTransaction {
@@ -41,23 +41,29 @@ export class IndexedDbStore implements Store {
   }
 
   async open(newSecret: () => Uint8Array): Promise<Loaded> {
-    const req = indexedDB.open(this.name, 1);
-    req.onupgradeneeded = () => {
-      req.result.createObjectStore("state");
-      req.result.createObjectStore("rows", { keyPath: "reportId" });
-      req.result.createObjectStore("charges", { autoIncrement: true });
+    const req = indexedDB.open(this.name, 2);
+    req.onupgradeneeded = (ev) => {
+      const db = req.result;
+      if (ev.oldVersion < 1) {
+        db.createObjectStore("state");
+        db.createObjectStore("rows", { keyPath: "reportId" });
+        db.createObjectStore("charges", { autoIncrement: true });
+      }
+      if (ev.oldVersion < 2) db.createObjectStore("tokens");   // version 1 rows wait for a token like new ones
     };
     this.db = (await done(req)) as IDBDatabase;
-    const t = this.tx(["state", "rows", "charges"], "readwrite");
+    const t = this.tx(["state", "rows", "charges", "tokens"], "readwrite");
     const st = t.objectStore("state");
-    let secret = (await done(st.get("secret"))) as Uint8Array | undefined;
-    if (!secret) { secret = newSecret(); st.put(secret, "secret"); }
+    const optedOut = ((await done(st.get("optedOut"))) as boolean | undefined) ?? false;
+    let secret = ((await done(st.get("secret"))) as Uint8Array | undefined) ?? new Uint8Array(0);
+    if (!optedOut && secret.length !== 32) { secret = newSecret(); st.put(secret, "secret"); }
     const ledger = ((await done(st.get("ledger"))) as LedgerState | undefined) ?? null;
     const catalog = ((await done(st.get("catalog"))) as Spec[] | undefined) ?? null;
     const rows = (await done(t.objectStore("rows").getAll())) as Row[];
     const charges = (await done(t.objectStore("charges").getAll())) as Charge[];
+    const tokens = (await done(t.objectStore("tokens").getAll())) as TokenEntry[];
     await done(t);
-    return { secret, ledger, charges, rows, catalog };
+    return { secret, optedOut, tokens, ledger, charges, rows, catalog };
   }
 
   async commit(charge: Charge, row: Row): Promise<void> {
@@ -74,12 +80,48 @@ export class IndexedDbStore implements Store {
     await done(t);
   }
 
+  async drop(ids: string[], refunds: Charge[]): Promise<void> {
+    const t = this.tx(["rows", "charges"], "readwrite");
+    for (const id of ids) t.objectStore("rows").delete(id);
+    for (const c of refunds) t.objectStore("charges").add(c);
+    await done(t);
+  }
+
+  async assign(moves: { row: Row; stock: string }[], dead: string[]): Promise<void> {
+    const t = this.tx(["rows", "tokens"], "readwrite");
+    for (const { row, stock } of moves) { t.objectStore("rows").put(row); t.objectStore("tokens").delete(stock); }
+    for (const k of dead) t.objectStore("tokens").delete(k);
+    await done(t);
+  }
+
+  async saveTokens(put: TokenEntry[], del: string[]): Promise<void> {
+    const t = this.tx(["tokens"], "readwrite");
+    for (const e of put) t.objectStore("tokens").put(e, entryKey(e));
+    for (const k of del) t.objectStore("tokens").delete(k);
+    await done(t);
+  }
+
+  async optOut(): Promise<void> {
+    const t = this.tx(["state", "rows", "tokens"], "readwrite");
+    t.objectStore("state").put(true, "optedOut");
+    t.objectStore("state").delete("secret");
+    t.objectStore("rows").clear();
+    t.objectStore("tokens").clear();
+    await done(t);
+  }
+
+  async optIn(secret: Uint8Array): Promise<void> {
+    const t = this.tx(["state"], "readwrite");
+    t.objectStore("state").put(secret, "secret");
+    t.objectStore("state").delete("optedOut");
+    await done(t);
+  }
+
   async snapshot(ledger: LedgerState): Promise<void> {
     const t = this.tx(["state", "charges"], "readwrite");
     t.objectStore("state").put(ledger, "ledger");
     t.objectStore("charges").clear();
     await done(t);
-    this.ledger = ledger;
   }
 
   async saveCatalog(specs: Spec[]): Promise<void> {

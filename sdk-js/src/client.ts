@@ -1,25 +1,37 @@
 /**
  * The device Client: ``record(name, value)`` never throws at the app; it
- * answers a status.  It mirrors ``client_sdk.Client``: a spec catalog fetched
- * from the collector (``GET /v1/metrics``, ingest key as Bearer), the budget
- * ledger, memoisation of two-level metrics, a durable spool, batched delivery
- * with retries (capped exponential backoff, full jitter, Retry-After honoured).
+ * answers a status (``strict: true`` rejects a value outside the domain
+ * instead, for tests).  It mirrors ``client_sdk.Client``: a spec catalog
+ * fetched from the collector (``GET /v1/metrics``, ingest key as Bearer), the
+ * budget ledger, memoisation of two-level metrics, a durable spool, report
+ * tokens fetched ahead of time (``stock.ts``: a report waits for its token,
+ * never goes without one), gzip batches with retries (capped exponential
+ * backoff, full jitter, Retry-After honoured).  A wrong ingest key (401/403)
+ * is a configuration error: logged with the URL, counted in
+ * ``counters.configErrors``, reports kept and retried, ``flush`` false.  A
+ * report dropped before it left the device (its unit refused by the token
+ * issuer) has its epsilon refunded.  ``optOut()`` purges the spool, the stock
+ * and the secret and keeps the ledger, so an ``optIn()`` cannot reset budgets.
  *
  * @example
  *   const client = await Client.open({ url: "https://collector.example", apiKey: "…", store });
  *   await client.record("app.theme", "dark");   // { status: "queued", ok: true }
  */
-import { Ledger, type Ask } from "./ledger.js";
+import { Ledger, type Ask, type Charge } from "./ledger.js";
 import { buildMechanism, isTwoLevel, type Mechanism, type Spec } from "./mechanisms.js";
 import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
-import { toHex } from "./sha256.js";
+import { hmacSha256, toHex, utf8 } from "./sha256.js";
+import { entryKey, problemCode, TokenStock, type Answer } from "./stock.js";
 import { MemoryStore, type Store } from "./store.js";
-import { batchJson, deviceToken, MAX_BATCH, type Row } from "./wire.js";
+import { b64url } from "./tokens.js";
+import { batchJson, MAX_BATCH, type Row } from "./wire.js";
 
 export type Status =
   | "queued" | "held" | "over_budget" | "over_lifetime_budget" | "spec_conflict" | "unknown_metric"
-  | "invalid_value" | "storage_error" | "closed";
+  | "invalid_value" | "storage_error" | "closed" | "opted_out";
+
+export interface UnitSpend { metric: string; epoch: number; spent: number; reports: number }
 
 export interface RecordResult { status: Status; ok: boolean; epoch?: number; clamped?: boolean }
 
@@ -44,7 +56,20 @@ export interface ClientOptions {
   keepalive?: boolean;
   /** Fetch the catalog at open (default true; false: bundled ``metrics`` only). */
   fetchMetrics?: boolean;
-  logger?: Pick<Console, "warn" | "info">;
+  /** Reject (throw) for a value outside the domain instead of answering a status (tests). */
+  strict?: boolean;
+  /** Compress batches (Content-Encoding: gzip) where CompressionStream exists (default true). */
+  gzip?: boolean;
+  /** Also fetch the next epoch's token of each metric (default true). */
+  tokensAhead?: boolean;
+  logger?: Logger;
+}
+
+export type Logger = Pick<Console, "warn" | "info"> & Partial<Pick<Console, "error">>;
+
+/** ``record`` with ``strict: true``: the value is outside the metric's domain. */
+export class InvalidValueError extends RangeError {
+  override name = "InvalidValueError";
 }
 
 interface Known { spec: Spec; m: Mechanism; fingerprint: string; context: string; index?: Map<string, number> }
@@ -57,9 +82,13 @@ export class Client {
   private readonly o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics">>;
   private readonly store: Store;
   private readonly fetchFn: typeof fetch;
-  private readonly log: Pick<Console, "warn" | "info">;
+  private readonly log: Logger;
   private readonly rng = new SystemRng();
+  private readonly stock: TokenStock;
   private secret: Uint8Array = new Uint8Array(32);
+  private install = "";
+  private optedOutNow = false;
+  private keyRejected: string | null = null;
   private ledger = new Ledger();
   private readonly specs = new Map<string, Known>();
   private readonly conflicts = new Map<string, number>();
@@ -76,7 +105,9 @@ export class Client {
   private closed = false;
   private readonly warned = new Set<string>();
   readonly counters = { sent: 0, duplicates: 0, retries: 0, batches: 0, clamped: 0,
-    dropped: {} as Record<string, number>, refused: {} as Record<string, number> };
+    dropped: {} as Record<string, number>, refused: {} as Record<string, number>,
+    /** Configuration errors by kind (``invalid_key``: answers 401/403; reports kept). */
+    configErrors: {} as Record<string, number> };
 
   private constructor(opts: ClientOptions) {
     this.o = {
@@ -85,6 +116,7 @@ export class Client {
       interval: opts.interval ?? 30, backoffBase: opts.backoffBase ?? 0.5, backoffMax: opts.backoffMax ?? 60,
       retryAfterMax: opts.retryAfterMax ?? 300, requestTimeout: opts.requestTimeout ?? 10,
       clock: opts.clock ?? (() => Date.now() / 1000), keepalive: opts.keepalive ?? false,
+      strict: opts.strict ?? false, gzip: opts.gzip ?? true, tokensAhead: opts.tokensAhead ?? true,
     };
     this.store = opts.store ?? new MemoryStore();
     this.fetchFn = opts.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
@@ -92,19 +124,28 @@ export class Client {
     if (!/^https:\/\//.test(this.o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.o.url)) {
       throw new Error(`collector url must be https (or http on loopback), got ${opts.url}`);
     }
+    this.stock = new TokenStock(this.store, (m, p, b, h) => this.call(m, p, b, h), () => this.install,
+      this.o.tokensAhead, (metric) => {
+        const high = this.ledger.state.high[metric], k = this.specs.get(metric);
+        return high === undefined || !k ? null : Math.floor(high / (PERIOD[k.spec.epoch] ?? 86400));
+      });
   }
 
   /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
   static async open(opts: ClientOptions): Promise<Client> {
     const c = new Client(opts);
     const loaded = await c.store.open(() => c.rng.bytes(32));
-    c.secret = loaded.secret;
+    c.useSecret(loaded.secret);
+    c.optedOutNow = loaded.optedOut;
     c.ledger = new Ledger(loaded.ledger ?? undefined);
     for (const ch of loaded.charges) c.ledger.apply(ch);
-    c.pending = loaded.rows;
+    // A row spooled by an SDK without blind tokens holds a 64-hex HMAC token the
+    // collector refuses: it waits for a real token like a new report.
+    c.pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
+    for (const t of loaded.tokens) c.stock.entries.set(entryKey(t), t);
     c.learn(opts.metrics ?? [], false);
     if (loaded.catalog) c.learn(loaded.catalog, false);
-    if (c.store.snapshot) await c.store.snapshot(c.ledger.state, c.pending);
+    if (c.store.snapshot) await c.store.snapshot(c.ledger.state, c.pending, [...c.stock.entries.values()]);
     if (opts.fetchMetrics ?? true) void c.refreshMetrics();
     else c.fetched = true;
     if (c.o.interval > 0) {
@@ -112,6 +153,12 @@ export class Client {
       (c.timer as { unref?: () => void }).unref?.();
     }
     return c;
+  }
+
+  private useSecret(secret: Uint8Array): void {
+    this.secret = secret;
+    // What the token issuer knows this install by (never sent with a report).
+    this.install = secret.length ? b64url(hmacSha256(secret, utf8("ldp-install-key-v1"))) : "";
   }
 
   private learn(specs: unknown[], fromCollector: boolean): number {
@@ -152,29 +199,34 @@ export class Client {
     return { status, ok: false, epoch };
   }
 
-  /** The mechanism input of a user value, or null (counted, warned once). */
-  private input(k: Known, value: unknown): { x: number; clamped: boolean } | null {
+  /** The mechanism input of a user value, or why it is refused (counted, warned once). */
+  private input(k: Known, value: unknown): { x: number; clamped: boolean } | string {
     const s = k.spec;
     if (s.kind === "categorical") {
       const i = typeof value === "string" ? k.index!.get(value) : undefined;
-      return i === undefined ? null : { x: i, clamped: false };
+      return i === undefined ? `not one of the ${k.index!.size} categories (case matters)` : { x: i, clamped: false };
     }
     if (s.kind === "boolean") {
       if (value === true || value === 1) return { x: 1, clamped: false };
       if (value === false || value === 0) return { x: 0, clamped: false };
-      return null;
+      return "not a boolean";
     }
-    if (typeof value !== "number" || !Number.isFinite(value)) return null;
+    if (typeof value !== "number" || !Number.isFinite(value)) return "not a finite number";
     const lo = s.lo as number, hi = s.hi as number;
     const x = Math.min(hi, Math.max(lo, value));
     return { x, clamped: x !== value };
   }
 
-  /** Randomise and queue one value; never throws, answers a status. */
+  /**
+   * Randomise and queue one value; never throws, answers a status.  With
+   * ``strict``, the promise rejects with ``InvalidValueError`` for a value
+   * outside the domain (a number outside [lo, hi] included).
+   */
   record(name: string, value: unknown): Promise<RecordResult> {
     const run = this.lock.then(() => this.recordNow(name, value));
     this.lock = run.catch(() => undefined);
     return run.catch((e) => {
+      if (e instanceof InvalidValueError) throw e;
       this.log.warn(`[ldp-telemetry] record failed: ${(e as Error)?.name ?? "error"}`);
       return this.refuse("storage_error");
     });
@@ -182,6 +234,7 @@ export class Client {
 
   private async recordNow(name: string, value: unknown): Promise<RecordResult> {
     if (this.closed) return this.refuse("closed");
+    if (this.optedOutNow) return this.refuse("opted_out");
     if (this.conflicts.has(name)) return this.refuse("spec_conflict");
     const k = this.specs.get(name);
     if (!k) {
@@ -194,8 +247,11 @@ export class Client {
       return this.refuse("unknown_metric");
     }
     const inp = this.input(k, value);
-    if (!inp) {
-      this.warnOnce(`invalid:${name}`, `metric ${name} refused a value of type ${typeof value}`);
+    if (this.o.strict && (typeof inp === "string" || inp.clamped)) {
+      throw new InvalidValueError(`metric ${name}: ${JSON.stringify(value) ?? String(value)} is ${typeof inp === "string" ? inp : `outside [${k.spec.lo}, ${k.spec.hi}]`}`);
+    }
+    if (typeof inp === "string") {
+      this.warnOnce(`invalid:${name}`, `metric ${name} refused a value (${inp}): counted in counters.refused.invalid_value`);
       return this.refuse("invalid_value");
     }
     if (inp.clamped) this.counters.clamped++;
@@ -212,7 +268,7 @@ export class Client {
     const report = two ? m.instant(m.permanent(inp.x, this.secret, k.context), this.rng) : m.perturb(inp.x, this.rng);
     const row: Row = {
       reportId: toHex(this.rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
-      token: deviceToken(this.secret, s.name, s.version, charge.epoch), payload: m.encode(report),
+      token: "", payload: m.encode(report), charge: m.epsilon,
     };
     try {
       await this.store.commit(charge, row);
@@ -235,7 +291,7 @@ export class Client {
   async refreshMetrics(): Promise<boolean> {
     let ok = false;
     try {
-      const r = await this.request("GET", "/v1/metrics");
+      const r = await this.call("GET", "/v1/metrics");
       if (r.status === 200) {
         const data = JSON.parse(r.body) as { metrics?: unknown };
         if (Array.isArray(data.metrics)) {
@@ -259,20 +315,40 @@ export class Client {
     return ok;
   }
 
-  private async request(method: string, path: string, body?: string): Promise<{ status: number; body: string; retryAfter: string | null }> {
+  private async request(method: string, path: string, body?: string | Uint8Array,
+    extra: Record<string, string> = {}): Promise<Answer> {
     const ctl = new AbortController();
     const t = setTimeout(() => ctl.abort(), this.o.requestTimeout * 1000);
     try {
-      const headers: Record<string, string> = { Authorization: `Bearer ${this.o.apiKey}` };
+      const headers: Record<string, string> = { Authorization: `Bearer ${this.o.apiKey}`, ...extra };
       if (body !== undefined) headers["Content-Type"] = "application/json";
+      const size = typeof body === "string" ? body.length : body?.byteLength ?? 0;
       const r = await this.fetchFn(this.o.url + path, {
-        method, headers, body, signal: ctl.signal, redirect: "error",
-        keepalive: this.o.keepalive && body !== undefined && body.length < 60_000,
+        method, headers, body: body as BodyInit | undefined, signal: ctl.signal, redirect: "error",
+        keepalive: this.o.keepalive && body !== undefined && size < 60_000,
       });
       return { status: r.status, body: await r.text(), retryAfter: r.headers.get("retry-after") };
     } finally {
       clearTimeout(t);
     }
+  }
+
+  /** ``request``, with a refused key (401/403) logged once per reason and counted. */
+  private async call(method: string, path: string, body?: string | Uint8Array,
+    extra: Record<string, string> = {}): Promise<Answer> {
+    const a = await this.request(method, path, body, extra);
+    if (a.status === 401 || a.status === 403) {
+      const reason = `${a.status} ${problemCode(a.body) ?? "refused"}`;
+      this.counters.configErrors.invalid_key = (this.counters.configErrors.invalid_key ?? 0) + 1;
+      if (this.keyRejected !== reason) {
+        (this.log.error ?? this.log.warn)(`[ldp-telemetry] ${method} ${this.o.url}${path}: ${reason}: `
+          + "the ingest key (or the install key) is refused; reports are kept and retried");
+      }
+      this.keyRejected = reason;
+    } else {
+      this.keyRejected = null;
+    }
+    return a;
   }
 
   /** Deliver what is spooled; true when nothing is left (bounded by ``timeout`` seconds). */
@@ -292,17 +368,63 @@ export class Client {
 
   /** One delivery pass (one batch at a time, until empty or a retry is scheduled). */
   deliver(): Promise<boolean> {
-    if (!this.sending) this.sending = this.sendAll().finally(() => { this.sending = null; });
+    if (!this.sending) {
+      // Never a rejection at the app (a timer or page-hide calls this unawaited): a store
+      // failure is logged and retried later.
+      this.sending = this.sendAll().catch((e) => {
+        this.log.warn(`[ldp-telemetry] delivery stopped: ${(e as Error)?.name ?? "error"}; will retry`);
+        this.retry(null);
+        return false;
+      }).finally(() => { this.sending = null; });
+    }
     return this.sending;
   }
 
   private async sendAll(): Promise<boolean> {
-    while (this.pending.length && Date.now() >= this.backoffUntil) {
-      const batch = this.pending.filter((r) => !this.inflight.has(r.reportId)).slice(0, Math.min(this.sendLimit, this.o.batchSize * 10));
-      if (!batch.length) break;
+    while (this.pending.length && Date.now() >= this.backoffUntil && !this.optedOutNow) {
+      const free = this.pending.filter((r) => !this.inflight.has(r.reportId));
+      const waiting = free.filter((r) => !r.token);
+      if (waiting.length) {
+        const drop = await this.stock.ready(waiting);
+        if (this.stock.progress) this.attempt = 0;
+        for (const [code, rows] of drop) await this.dropUnsent(code, rows);
+      }
+      const live = new Set(this.pending);
+      const batch = free.filter((r) => r.token && live.has(r)).slice(0, Math.min(this.sendLimit, this.o.batchSize * 10));
+      if (!batch.length) {
+        if (!free.some((r) => !r.token && live.has(r))) break;
+        // Reports wait for tokens: back off (Retry-After of a 429/503 honoured).
+        const f = this.stock.failed;
+        if (f && !("status" in f)) this.log.info?.(`[ldp-telemetry] tokens not fetched from ${this.o.url} (${f.name}); will retry`);
+        this.retry(f && "status" in f && (f.status === 429 || f.status === 503) ? f.retryAfter : null);
+        return false;
+      }
       if ((await this.sendBatch(batch)) !== "ok") return false;
     }
     return this.pending.length === 0;
+  }
+
+  /** Drop reports that never left the device, refunding their epsilon (one store write). */
+  private async dropUnsent(code: string, rows: Row[]): Promise<void> {
+    if (!rows.length) return;
+    const refunds: Charge[] = rows.map((r) => ({
+      metric: r.metric, version: r.version, fingerprint: "", epoch: r.epoch, period: 0, cost: r.charge ?? 0,
+      valueKey: null, epsilonInf: 0, refund: true,
+    }));
+    await this.store.drop(rows.map((r) => r.reportId), refunds);
+    for (const c of refunds) this.ledger.apply(c);
+    const gone = new Set(rows);
+    this.pending = this.pending.filter((r) => !gone.has(r));
+    this.drop(code, rows.length);
+    this.log.warn(`[ldp-telemetry] the token issuer at ${this.o.url} refused ${rows.length} report(s): ${code} (dropped before sending; epsilon refunded)`);
+  }
+
+  private async body(batch: Row[]): Promise<{ body: string | Uint8Array; headers: Record<string, string> }> {
+    const text = batchJson(batch);
+    const CS = (globalThis as { CompressionStream?: new (f: string) => TransformStream<Uint8Array, Uint8Array> }).CompressionStream;
+    if (!this.o.gzip || !CS) return { body: text, headers: {} };
+    const stream = new Blob([text]).stream().pipeThrough(new CS("gzip"));
+    return { body: new Uint8Array(await new Response(stream).arrayBuffer()), headers: { "Content-Encoding": "gzip" } };
   }
 
   private async sendBatch(batch: Row[]): Promise<"ok" | "retry"> {
@@ -310,7 +432,8 @@ export class Client {
     try {
       let answer;
       try {
-        answer = await this.request("POST", "/v1/reports", batchJson(batch));
+        const { body, headers } = await this.body(batch);
+        answer = await this.call("POST", "/v1/reports", body, headers);
       } catch (e) {
         this.log.info?.(`[ldp-telemetry] delivery to ${this.o.url} failed (${(e as Error)?.name}); will retry`);
         return this.retry(null);
@@ -330,7 +453,7 @@ export class Client {
         this.sendLimit = Math.min(MAX_BATCH, this.sendLimit * 2);
         return "ok";
       }
-      if (RETRYABLE.has(status) || status >= 500 || status < 200 || (status >= 300 && status < 400)) {
+      if (RETRYABLE.has(status) || status === 401 || status === 403 || status >= 500 || status < 200 || (status >= 300 && status < 400)) {
         return this.retry(status === 429 || status === 503 ? answer.retryAfter : null);
       }
       if (status === 413 && batch.length > 1) {
@@ -368,6 +491,51 @@ export class Client {
     return "retry";
   }
 
+  /** Epsilon spent per unit (metric name, epoch) and per memoised lifetime (kept across opt-out). */
+  privacyReport(): { units: UnitSpend[]; lifetime: { metric: string; spent: number; values: number }[] } {
+    const s = this.ledger.state;
+    const units = Object.entries(s.budget).map(([key, [spent, reports]]) => {
+      const at = key.lastIndexOf("|");
+      return { metric: key.slice(0, at), epoch: Number(key.slice(at + 1)), spent, reports };
+    });
+    const lifetime = Object.entries(s.lifetime).map(([metric, drawn]) => ({
+      metric, spent: Object.values(drawn).reduce((a, b) => a + b, 0), values: Object.keys(drawn).length }));
+    return { units, lifetime };
+  }
+
+  /** True after ``optOut()`` (persisted: a later Client on the same store stays out). */
+  get optedOut(): boolean {
+    return this.optedOutNow;
+  }
+
+  /**
+   * Stop collecting: forget held values, purge the spool and the token stock,
+   * delete the device secret.  The ledger (epsilon spent, HMAC keys: no value)
+   * is kept, so an ``optIn()`` cannot reset budgets or lifetime charges.
+   */
+  async optOut(): Promise<void> {
+    if (this.optedOutNow) return;
+    this.optedOutNow = true;
+    this.held = [];
+    await this.lock;
+    await this.sending;
+    await this.store.optOut();
+    if (this.pending.length) this.drop("opt_out", this.pending.length);
+    this.pending = [];
+    this.stock.clear();
+    this.useSecret(new Uint8Array(0));
+    if (this.store.snapshot) await this.store.snapshot(this.ledger.state, [], []);
+  }
+
+  /** Collect again with a new secret (new install key, new memoisation; charged on top). */
+  async optIn(): Promise<void> {
+    if (!this.optedOutNow) return;
+    const secret = this.rng.bytes(32);
+    await this.store.optIn(secret);
+    this.useSecret(secret);
+    this.optedOutNow = false;
+  }
+
   /** Stop the timer and refuse further records (spooled reports stay for the next run). */
   close(): void {
     this.closed = true;
@@ -403,11 +571,4 @@ function parseResults(body: string, expected: number): [string, string | null][]
   }
 }
 
-function problemCode(body: string): string | null {
-  try {
-    const code = (JSON.parse(body) as { code?: unknown }).code;
-    return typeof code === "string" && /^[A-Za-z0-9_]{1,64}$/.test(code) ? code : null;
-  } catch {
-    return null;
-  }
-}
+

@@ -1,5 +1,7 @@
 /** @ldp-telemetry/sdk: local differential privacy telemetry for browsers and Node 20+. */
-export { Client, retryAfterSeconds, type ClientOptions, type RecordResult, type Status } from "./client.js";
+export { Client, InvalidValueError, retryAfterSeconds, type ClientOptions, type Logger, type RecordResult, type Status } from "./client.js";
+export { TokenStock, type TokenEntry } from "./stock.js";
+export { prepare, wireToken, keyFromJson, TokenError, type PublicKey, type PendingToken } from "./tokens.js";
 export { MemoryStore, type Store, type Loaded } from "./store.js";
 export { buildMechanism, isTwoLevel, permanentSeed, type Mechanism, type TwoLevelMechanism, type Report, type Spec } from "./mechanisms.js";
 export { memoContext, mechanismFingerprint } from "./context.js";

@@ -24,7 +24,7 @@ export interface Ask {
   lifetimeBudget: number | null;
 }
 
-/** A decided charge, ready to persist and apply. */
+/** A decided charge, ready to persist and apply (or, with ``refund``, to take back). */
 export interface Charge {
   metric: string;
   version: number;
@@ -34,6 +34,8 @@ export interface Charge {
   cost: number;
   valueKey: string | null;
   epsilonInf: number;
+  /** A refund: the report of this charge was dropped before it left the device. */
+  refund?: true;
 }
 
 export interface Refusal { status: "spec_conflict" | "over_budget" | "over_lifetime_budget"; epoch: number | null }
@@ -46,6 +48,12 @@ function nextUp(x: number): number {
   view.setFloat64(0, x);
   view.setBigUint64(0, view.getBigUint64(0) + (x > 0 ? 1n : -1n));
   return view.getFloat64(0);
+}
+
+/** a - b rounded up (never below the exact difference): TwoSum gives the rounding error exactly. */
+function subUp(a: number, b: number): number {
+  const s = a - b, bb = s - a, err = (a - (s - bb)) + (-b - bb);
+  return err > 0 ? nextUp(s) : s;
 }
 
 /** The ledger state (plain JSON, persisted by the store). */
@@ -84,11 +92,21 @@ export class Ledger {
     };
   }
 
-  /** Write a decided charge (also used to replay a journal). */
+  /**
+   * Write a decided charge (also used to replay a journal).  A refund takes one
+   * report's cost off its unit, rounded outward (never below the exact
+   * difference), as ``client_sdk._store._refund``; the lifetime charge of a
+   * memoised value stays (its permanent response stays drawn).
+   */
   apply(c: Charge): void {
     const s = this.state;
     const key = `${c.metric}|${c.epoch}`;
     const [spent, reports] = s.budget[key] ?? [0, 0];
+    if (c.refund) {
+      if (reports <= 1) delete s.budget[key];
+      else s.budget[key] = [Math.max(0, subUp(spent, c.cost)), reports - 1];
+      return;
+    }
     const total = spent + c.cost;
     s.budget[key] = [spent ? nextUp(total) : total, reports + 1];
     if (c.valueKey !== null) (s.lifetime[c.metric] ??= {})[c.valueKey] = c.epsilonInf;

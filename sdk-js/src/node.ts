@@ -4,16 +4,27 @@
  * answers "queued"; a report leaves the journal only after the collector
  * answered for it.  The folder is private (0700, files 0600); the secret is 32
  * CSPRNG bytes written once.  Journal lines: {"c":charge,"r":row} (a record),
- * {"d":[ids]} (answered), {"s":ledger} (a compaction snapshot); a torn last
- * line (a crash mid-append) is ignored: that record never answered "queued".
+ * {"d":[ids],"u":[refunds]} (answered, or dropped before leaving with the
+ * refund of their charges), {"a":[rows],"x":[keys]} (rows given a stock
+ * token, the token leaving the stock), {"t":[tokens],"x":[keys]} (token stock
+ * changes), {"o":1} (opt-out: spool and stock purged), {"s":ledger} (a
+ * compaction snapshot); a torn last line (a crash mid-append) is ignored: that
+ * record never answered "queued".  ``opted_out`` marks an opt-out.
+ *
+ * ``openNodeClient()`` reads ``LDP_COLLECTOR_URL``, ``LDP_API_KEY`` and
+ * ``LDP_STATE_DIR`` (else the platform's per-user state folder, as the Python SDK).
  *
  * @example
- *   import { Client, FileStore } from "@ldp-telemetry/sdk/node";
- *   const client = await Client.open({ url, apiKey, store: new FileStore(".ldp") });
+ *   import { openNodeClient } from "@ldp-telemetry/sdk/node";
+ *   const client = await openNodeClient();           // configuration from the environment
+ *   await client.record("app.theme", "dark");
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
+import { Client, type ClientOptions } from "./client.js";
 import type { Charge, LedgerState } from "./ledger.js";
+import { entryKey, type TokenEntry } from "./stock.js";
 import type { Spec } from "./mechanisms.js";
 import type { Loaded, Store } from "./store.js";
 import type { Row } from "./wire.js";
@@ -35,35 +46,48 @@ export class FileStore implements Store {
   async open(newSecret: () => Uint8Array): Promise<Loaded> {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     fs.chmodSync(this.dir, 0o700);
-    const secretPath = this.file("secret");
+    const optedOut = fs.existsSync(this.file("opted_out"));
+    let secret = new Uint8Array(0);
+    if (!optedOut) {
+      this.writeSecret(newSecret, "wx");
+      secret = new Uint8Array(fs.readFileSync(this.file("secret")));
+      if (secret.length !== 32) throw new Error(`device secret ${this.file("secret")} is corrupt (${secret.length} bytes)`);
+    }
+    let ledger: LedgerState | null = null;
+    const charges: Charge[] = [];
+    const rows = new Map<string, Row>();
+    const tokens = new Map<string, TokenEntry>();
+    let text = "";
+    try { text = fs.readFileSync(this.file("journal"), "utf8"); } catch { /* first run */ }
+    for (const line of text.split("\n")) {
+      if (!line) continue;
+      let entry: Journal;
+      try { entry = JSON.parse(line); } catch { continue; }   // a torn last line
+      if (entry.s) { ledger = entry.s; charges.length = 0; }
+      if (entry.c) charges.push(entry.c);
+      if (entry.r) rows.set(entry.r.reportId, entry.r);
+      for (const r of entry.a ?? []) if (rows.has(r.reportId)) rows.set(r.reportId, r);
+      for (const id of entry.d ?? []) rows.delete(id);
+      charges.push(...(entry.u ?? []));
+      for (const t of entry.t ?? []) tokens.set(entryKey(t), t);
+      for (const k of entry.x ?? []) tokens.delete(k);
+      if (entry.o) { rows.clear(); tokens.clear(); }
+    }
+    let catalog: Spec[] | null = null;
+    try { catalog = JSON.parse(fs.readFileSync(this.file("metrics.json"), "utf8")); } catch { /* none yet */ }
+    this.fd = fs.openSync(this.file("journal"), "a", 0o600);
+    return { secret, optedOut, tokens: [...tokens.values()], ledger, charges, rows: [...rows.values()], catalog };
+  }
+
+  private writeSecret(make: () => Uint8Array, flags: "wx" | "w"): void {
     try {
-      const fd = fs.openSync(secretPath, "wx", 0o600);
-      fs.writeSync(fd, newSecret());
+      const fd = fs.openSync(this.file("secret"), flags, 0o600);
+      fs.writeSync(fd, make());
       fs.fsyncSync(fd);
       fs.closeSync(fd);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }
-    const secret = new Uint8Array(fs.readFileSync(secretPath));
-    if (secret.length !== 32) throw new Error(`device secret ${secretPath} is corrupt (${secret.length} bytes)`);
-    let ledger: LedgerState | null = null;
-    const charges: Charge[] = [];
-    const rows = new Map<string, Row>();
-    let text = "";
-    try { text = fs.readFileSync(this.file("journal"), "utf8"); } catch { /* first run */ }
-    for (const line of text.split("\n")) {
-      if (!line) continue;
-      let entry: { c?: Charge; r?: Row; d?: string[]; s?: LedgerState };
-      try { entry = JSON.parse(line); } catch { continue; }   // a torn last line
-      if (entry.s) { ledger = entry.s; charges.length = 0; }
-      if (entry.c) charges.push(entry.c);
-      if (entry.r) rows.set(entry.r.reportId, entry.r);
-      for (const id of entry.d ?? []) rows.delete(id);
-    }
-    let catalog: Spec[] | null = null;
-    try { catalog = JSON.parse(fs.readFileSync(this.file("metrics.json"), "utf8")); } catch { /* none yet */ }
-    this.fd = fs.openSync(this.file("journal"), "a", 0o600);
-    return { secret, ledger, charges, rows: [...rows.values()], catalog };
   }
 
   private append(entry: object): void {
@@ -79,11 +103,37 @@ export class FileStore implements Store {
     this.append({ d: reportIds });
   }
 
-  /** Rewrite the journal as a snapshot plus the pending rows (atomic rename). */
-  snapshot(ledger: LedgerState, rows: Row[]): void {
+  drop(reportIds: string[], refunds: Charge[]): void {
+    this.append({ d: reportIds, u: refunds });
+  }
+
+  assign(moves: { row: Row; stock: string }[], dead: string[]): void {
+    this.append({ a: moves.map((m) => m.row), x: [...moves.map((m) => m.stock), ...dead] });
+  }
+
+  saveTokens(put: TokenEntry[], del: string[]): void {
+    this.append({ t: put, x: del });
+  }
+
+  optOut(): void {
+    const fd = fs.openSync(this.file("opted_out"), "w", 0o600);
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+    this.append({ o: 1 });
+    fs.rmSync(this.file("secret"), { force: true });
+  }
+
+  optIn(secret: Uint8Array): void {
+    this.writeSecret(() => secret, "w");
+    fs.rmSync(this.file("opted_out"), { force: true });
+  }
+
+  /** Rewrite the journal as a snapshot plus the pending rows and the stock (atomic rename). */
+  snapshot(ledger: LedgerState, rows: Row[], tokens: TokenEntry[] = []): void {
     const tmp = this.file("journal.tmp");
     const fd = fs.openSync(tmp, "w", 0o600);
-    fs.writeSync(fd, JSON.stringify({ s: ledger }) + "\n" + rows.map((r) => JSON.stringify({ r }) + "\n").join(""));
+    fs.writeSync(fd, JSON.stringify({ s: ledger }) + "\n" + rows.map((r) => JSON.stringify({ r }) + "\n").join("")
+      + (tokens.length ? JSON.stringify({ t: tokens }) + "\n" : ""));
     fs.fsyncSync(fd);
     fs.closeSync(fd);
     fs.renameSync(tmp, this.file("journal"));
@@ -99,4 +149,36 @@ export class FileStore implements Store {
     fs.writeFileSync(tmp, JSON.stringify(specs), { mode: 0o600 });
     fs.renameSync(tmp, this.file("metrics.json"));
   }
+}
+
+interface Journal {
+  c?: Charge; r?: Row; d?: string[]; u?: Charge[]; a?: Row[]; t?: TokenEntry[]; x?: string[]; o?: 1; s?: LedgerState;
+}
+
+/**
+ * The per-user state folder, as ``client_sdk.default_state_dir``: Linux
+ * ``$XDG_STATE_HOME/ldp-telemetry`` or ``~/.local/state/ldp-telemetry``, macOS
+ * ``~/Library/Application Support/ldp-telemetry``, Windows ``%LOCALAPPDATA%\\ldp-telemetry``.
+ */
+export function defaultStateDir(platform: string = process.platform, env: NodeJS.ProcessEnv = process.env,
+  home: string = os.homedir()): string {
+  const join = platform === "win32" ? path.win32.join : path.posix.join;
+  if (platform === "win32") return join(env.LOCALAPPDATA || join(home, "AppData", "Local"), "ldp-telemetry");
+  if (platform === "darwin") return join(home, "Library", "Application Support", "ldp-telemetry");
+  const xdg = env.XDG_STATE_HOME;
+  return join(xdg && path.posix.isAbsolute(xdg) ? xdg : join(home, ".local", "state"), "ldp-telemetry");
+}
+
+/**
+ * A Client over a FileStore, configured from the options, else the environment:
+ * ``LDP_COLLECTOR_URL``, ``LDP_API_KEY``, ``LDP_STATE_DIR`` (else ``defaultStateDir()``).
+ * Throws (a configuration error, never a data error) when no URL or key is found.
+ */
+export async function openNodeClient(opts: Partial<ClientOptions> & { stateDir?: string } = {},
+  env: NodeJS.ProcessEnv = process.env): Promise<Client> {
+  const url = opts.url ?? env.LDP_COLLECTOR_URL, apiKey = opts.apiKey ?? env.LDP_API_KEY;
+  if (!url) throw new Error("no collector URL: pass url or set LDP_COLLECTOR_URL");
+  if (!apiKey) throw new Error("no ingest key: pass apiKey or set LDP_API_KEY");
+  const store = opts.store ?? new FileStore(opts.stateDir ?? (env.LDP_STATE_DIR || defaultStateDir()));
+  return Client.open({ ...opts, url, apiKey, store });
 }

@@ -1,16 +1,22 @@
 /**
- * Where a device keeps its state: the secret, the ledger, the catalog and the
- * spool of randomised reports.  ``commit`` stores a charge and its report
- * together and durably before ``record`` answers "queued"; a report is removed
- * only after the collector answered for it.  ``MemoryStore`` keeps nothing
- * across restarts (tests, short-lived scripts).
+ * Where a device keeps its state: the secret, the ledger, the catalog, the
+ * spool of randomised reports and the token stock.  ``commit`` stores a charge
+ * and its report together and durably before ``record`` answers "queued"; a
+ * report is removed only after the collector answered for it, or ``drop``ped
+ * with the refund of its charge when it never left the device.  ``assign``
+ * moves a stock token into its report in one step.  ``MemoryStore`` keeps
+ * nothing across restarts (tests, short-lived scripts).
  */
 import type { Charge, LedgerState } from "./ledger.js";
 import type { Spec } from "./mechanisms.js";
+import type { TokenEntry } from "./stock.js";
 import type { Row } from "./wire.js";
 
 export interface Loaded {
+  /** Empty when opted out (the secret was deleted). */
   secret: Uint8Array;
+  optedOut: boolean;
+  tokens: TokenEntry[];
   ledger: LedgerState | null;
   /** Charges committed after the ledger snapshot, in order. */
   charges: Charge[];
@@ -24,9 +30,19 @@ export interface Store {
   commit(charge: Charge, row: Row): Promise<void> | void;
   /** Forget reports the collector answered for. */
   remove(reportIds: string[]): Promise<void> | void;
+  /** Forget reports that never left the device and write the refunds of their charges. */
+  drop(reportIds: string[], refunds: Charge[]): Promise<void> | void;
+  /** Rows now holding a token, each leaving the stock (key ``stock``); ``dead`` stock keys go too. */
+  assign(moves: { row: Row; stock: string }[], dead: string[]): Promise<void> | void;
+  /** Add or replace token entries, delete others (by entry key). */
+  saveTokens(put: TokenEntry[], del: string[]): Promise<void> | void;
   saveCatalog(specs: Spec[]): Promise<void> | void;
-  /** A compaction point: the current ledger, the rows still pending. */
-  snapshot?(ledger: LedgerState, rows: Row[]): Promise<void> | void;
+  /** Opt out (persisted): delete the secret, the spool and the tokens; keep the ledger. */
+  optOut(): Promise<void> | void;
+  /** Opt in again with a new secret. */
+  optIn(secret: Uint8Array): Promise<void> | void;
+  /** A compaction point: the current ledger, the rows still pending, the token stock. */
+  snapshot?(ledger: LedgerState, rows: Row[], tokens: TokenEntry[]): Promise<void> | void;
 }
 
 export class MemoryStore implements Store {
@@ -34,12 +50,26 @@ export class MemoryStore implements Store {
 
   async open(newSecret: () => Uint8Array): Promise<Loaded> {
     this.secret ??= newSecret();
-    return { secret: this.secret, ledger: null, charges: [], rows: [], catalog: null };
+    return { secret: this.secret, optedOut: false, tokens: [], ledger: null, charges: [], rows: [], catalog: null };
   }
 
   commit(): void {}
 
   remove(): void {}
 
+  drop(): void {}
+
+  assign(): void {}
+
+  saveTokens(): void {}
+
   saveCatalog(): void {}
+
+  optOut(): void {
+    this.secret = null;
+  }
+
+  optIn(secret: Uint8Array): void {
+    this.secret = secret;
+  }
 }

@@ -12,7 +12,12 @@ import { pyJsonString } from "./pyjson.js";
 /** The largest batch the collector accepts. */
 export const MAX_BATCH = 1000;
 
-/** One spooled report: what routes it and its payload as JSON text; never a true value. */
+/**
+ * One spooled report: what routes it and its payload as JSON text; never a
+ * true value.  ``token`` is "" until a blind-signed token of its unit is
+ * attached (``stock.ts``); ``charge`` is the epsilon it cost (refunded if it
+ * is dropped before it leaves the device).
+ */
 export interface Row {
   reportId: string;
   metric: string;
@@ -20,9 +25,11 @@ export interface Row {
   epoch: number;
   token: string;
   payload: string;
+  charge?: number;
 }
 
-/** HMAC-SHA256(secret, "metric|version|epoch"), hex (``ldp_core.wire.device_token``). */
+/** HMAC-SHA256(secret, "metric|version|epoch"), hex (``ldp_core.wire.device_token``; the
+ * collector now counts a report only with a blind-signed token, see ``tokens.ts``). */
 export function deviceToken(secret: Uint8Array, metric: string, version: number, epoch: number): string {
   return toHex(hmacSha256(secret, utf8(`${metric}|${version}|${epoch}`)));
 }

@@ -1,8 +1,30 @@
 // End to end, browser side (bundled into page.js by the pytest module): the
 // first device is an IndexedDB-backed Client with page-hide delivery, the
-// others in-memory Clients; the result is POSTed back to the page's origin.
-import { Client, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
+// others in-memory Clients; before them, a version-1 IndexedDB database is upgraded
+// (legacy()); the result is POSTed back to the page's origin.
+import { Client, IndexedDbStore, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
 import { pick, DOMAIN, METRICS } from "./e2e-plan.js";
+
+/** A version-1 database as the SDK before blind tokens left it (a report with an HMAC
+ * token): after the upgrade the report waits for a blind-signed token and counts. */
+async function legacy(url: string, apiKey: string, specs: Spec[]): Promise<boolean> {
+  const epoch = Math.floor(Date.now() / 1000 / 86400);
+  await new Promise((ok, no) => {
+    const o = indexedDB.open("ldp-legacy", 1);
+    o.onupgradeneeded = () => {
+      for (const name of ["state", "charges"]) o.result.createObjectStore(name, name === "charges" ? { autoIncrement: true } : undefined);
+      o.result.createObjectStore("rows", { keyPath: "reportId" });
+      o.transaction!.objectStore("state").put(new Uint8Array(32).fill(9), "secret");
+      o.transaction!.objectStore("rows").put({ reportId: "cd".repeat(16), metric: "js.legacy", version: 1, epoch, token: "11".repeat(32), payload: "1" });
+    };
+    o.onsuccess = () => { o.result.close(); ok(undefined); };
+    o.onerror = () => no(o.error);
+  });
+  const c = await Client.open({ url, apiKey, store: new IndexedDbStore("ldp-legacy"), metrics: specs, fetchMetrics: false, interval: 0 });
+  const delivered = c.queued === 1 && (await c.flush(20)) && c.counters.sent === 1;
+  c.close();
+  return delivered;
+}
 
 async function main(): Promise<object> {
   const q = new URLSearchParams(location.hash.slice(1));
@@ -12,7 +34,7 @@ async function main(): Promise<object> {
   if (!(await first.refreshMetrics())) throw new Error("catalog not fetched");
   const r = await fetch(`${url}/v1/metrics`, { headers: { Authorization: `Bearer ${apiKey}` } });
   const specs = ((await r.json()) as { metrics: Spec[] }).metrics;
-  const totals = { queued: 0, sent: 0, dropped: 0, notQueued: [] as string[], idb: false };
+  const totals = { queued: 0, sent: 0, dropped: 0, notQueued: [] as string[], idb: false, legacy: await legacy(url, apiKey, specs) };
   for (let i = 0; i < devices; i++) {
     const c = i === 0 ? first : await Client.open({ url, apiKey, metrics: specs, fetchMetrics: false, interval: 0, store: new MemoryStore() });
     for (const m of METRICS) {

@@ -1,7 +1,8 @@
 """@ldp-telemetry/sdk (sdk-js/): build, shared vectors, Node tests, end to end.
 
 1. The vectors in sdk-js/test/vectors.json are regenerated from the Python core
-   (sdk-js/scripts/gen_vectors.py) and must equal the committed file.
+   (sdk-js/scripts/gen_vectors.py) and must equal the committed file (they hold
+   RFC 9474 A.3 and Python-made blind RSA tokens too).
 2. ``npm ci`` + ``npm run build``, then ``node --test`` over the compiled tests:
    the vectors byte for byte, and 10^6 reports per mechanism form against the
    declared channel (chi-square, joint false-positive rate <= 1e-6).
@@ -10,7 +11,11 @@
    metrics through the real collector (CORS open to the page's origin); the
    aggregator's intervals at confidence 1 - 1e-7 must cover the true shares:
    8 intervals, so a false failure has probability <= 8e-7 (normal approximation
-   of a sum over 1600 independent devices).
+   of a sum over 1600 independent devices).  Every report carries a blind-signed
+   token from the collector's issuer (the test issuer key, tests/conftest.py).
+4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
+   stock offline, online and across a restart, a lost issuer answer, the refund of
+   a refused unit, a wrong key, opt-out/opt-in, strict, the environment.
 """
 
 from __future__ import annotations
@@ -54,6 +59,16 @@ SPECS = [
      "mechanism": "olh", "longitudinal": {"epsilon_inf": 4.0}, "min_reports": 10},
 ]
 
+#: The metrics of e2e-client.ts (the Client's token stock, refunds, keys, opt-out, strict).
+CLIENT_SPECS = [
+    {"name": "js.t.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "grr"},
+    {"name": "js.t.mem", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "olh", "longitudinal": {"epsilon_inf": 4.0}},
+    {"name": "js.t.age", "kind": "numeric", "lo": 0, "hi": 120, "epsilon": 1.0,
+     "mechanism": "one_bit_mean"},
+]
+
 needs_node = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
                                 reason="node/npm not installed (scripts/install-system-deps.sh)")
 
@@ -87,6 +102,35 @@ def test_node_test_runner_passes(built: Path) -> None:
     print("\n".join(summary))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "# fail 0" in summary and any(s.startswith("# pass ") for s in summary)
+
+
+@needs_node
+def test_client_against_the_real_collector(
+    built: Path, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """dist/test/e2e-client.js: offline reports wait for tokens, the next epoch's token
+    is stocked and survives a restart, a lost issuer answer is asked again with the
+    same blinded messages, a refused unit is dropped with its epsilon refunded, a
+    wrong key keeps reports, opt-out/opt-in keep the ledger, strict, the environment, and
+    a report spooled with an old HMAC token waits for a blind-signed one."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector:
+        for spec in CLIENT_SPECS:
+            answer = httpx.post(f"{collector.url}/v1/metrics", json=spec,
+                                headers=auth(ADMIN_KEY), timeout=10)
+            assert answer.status_code in (200, 201), answer.text
+        (tmp_path / "state").mkdir()
+        env = {**os.environ, "LDP_E2E_URL": collector.url, "LDP_E2E_KEY": INGEST_KEY,
+               "LDP_E2E_STATE": str(tmp_path / "state")}
+        done = subprocess.run(["node", "--test", "dist/test/e2e-client.js"], cwd=SDK, env=env,
+                              capture_output=True, text=True, timeout=300)
+    summary = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    print("\n".join(summary))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "# fail 0" in summary and "# pass 8" in summary, summary
 
 
 class _PageHandler(SimpleHTTPRequestHandler):
@@ -126,10 +170,6 @@ def page_server(built: Path) -> Iterator[tuple[str, list[dict[str, Any]], thread
 
 @needs_node
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
-@pytest.mark.xfail(strict=True, reason=(
-    "open gap (issue 14): the collector now counts a report only with a Privacy Pass "
-    "token (README, 'Report tokens'); sdk-js still sends the old HMAC device token, so "
-    "its reports are refused as bad_token.  Strict: this fails the suite once it passes."))
 def test_node_and_chromium_record_through_the_real_stack(
     built: Path, redis_server: RedisServer, tmp_path: Path,
     page_server: tuple[str, list[dict[str, Any]], threading.Event],
@@ -142,7 +182,9 @@ def test_node_and_chromium_record_through_the_real_stack(
     collector = start_collector(redis_server.url, log_dir=tmp_path / "collector",
                                 extra_env={"LDP_CORS_ORIGINS": origin})
     try:
-        for spec in SPECS:
+        legacy = {"name": "js.legacy", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+                  "mechanism": "grr"}  # the page's IndexedDB upgrade (one report, not estimated)
+        for spec in [*SPECS, legacy]:
             answer = httpx.post(f"{collector.url}/v1/metrics", json=spec, headers=auth(ADMIN_KEY),
                                 timeout=10)
             assert answer.status_code in (200, 201), answer.text
@@ -172,7 +214,7 @@ def test_node_and_chromium_record_through_the_real_stack(
             shutil.rmtree(profile, ignore_errors=True)
         page = result[0]
         assert page == {"ok": True, "queued": 2 * PAGE_DEVICES, "sent": 2 * PAGE_DEVICES,
-                        "dropped": 0, "notQueued": [], "idb": True}, page
+                        "dropped": 0, "notQueued": [], "idb": True, "legacy": True}, page
         env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url,
                "LDP_ANALYST_KEYS": ANALYST_KEY}
         with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:

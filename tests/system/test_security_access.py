@@ -253,6 +253,11 @@ async def test_cors_is_closed_unless_configured(redis_url: str) -> None:
         r = await c.options("/v1/reports", headers=preflight)
         assert r.status_code == 200 and r.headers["access-control-allow-origin"] == origin
         assert "authorization" in r.headers["access-control-allow-headers"].lower()
+        # A page asks the token issuer with its install key (sdk-js).
+        r = await c.options("/v1/tokens", headers={
+            **preflight, "Access-Control-Request-Headers": "authorization,ldp-install-key"})
+        assert r.status_code == 200
+        assert "ldp-install-key" in r.headers["access-control-allow-headers"].lower()
         other = await c.get("/healthz", headers={"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
         bad = await c.options("/v1/reports", headers={**preflight,

@@ -1,0 +1,224 @@
+// The Client against the real collector (tests/sdk_js/test_sdk_js.py starts it,
+// registers SPECS below and runs `node --test dist/test/e2e-client.js` with
+// LDP_E2E_URL, LDP_E2E_KEY and LDP_E2E_STATE).  The network is real; `Net`
+// only switches it off (as a device going offline) or loses an answer after
+// the collector has handled the request.  Mirrors tests/client_sdk/test_tokens.py.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import { buildMechanism, Client, defaultStateDir, FileStore, InvalidValueError, mechanismFingerprint, MemoryStore, openNodeClient,
+  type Spec } from "../src/node.js";
+import { unb64url } from "../src/tokens.js";
+
+const URL_ = process.env.LDP_E2E_URL!, KEY = process.env.LDP_E2E_KEY!, ROOT = process.env.LDP_E2E_STATE!;
+if (!URL_ || !KEY || !ROOT) throw new Error("run by tests/sdk_js/test_sdk_js.py: LDP_E2E_URL, LDP_E2E_KEY, LDP_E2E_STATE");
+const DAY = 86400;
+
+interface Sent { method: string; path: string; headers: Record<string, string>; body: Uint8Array | string | undefined }
+
+class Net {
+  online = true;
+  /** Lose the answer of the next n requests to this path (the collector did handle them). */
+  lose: { path: string; n: number } | null = null;
+  readonly log: Sent[] = [];
+  readonly fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    if (!this.online) throw new TypeError("fetch failed (offline)");
+    const path = new URL(String(input)).pathname.slice(1);
+    this.log.push({ method: init?.method ?? "GET", path, headers: { ...(init?.headers as Record<string, string>) },
+      body: init?.body as Uint8Array | string | undefined });
+    const answer = await fetch(input, init);
+    if (this.lose?.path === path && this.lose.n-- > 0) { await answer.text(); throw new TypeError("answer lost"); }
+    return answer;
+  };
+  paths(from = 0): string[] {
+    return this.log.slice(from).map((s) => s.path);
+  }
+}
+
+const specs: Spec[] = ((await (await fetch(`${URL_}/v1/metrics`, { headers: { Authorization: `Bearer ${KEY}` } })).json()) as { metrics: Spec[] }).metrics;
+// Retries are many here (backoff of 10-50 ms): info lines are dropped, warnings kept.
+const quiet = { warn: (m: string) => console.warn(m), info: () => undefined };
+const quick = { backoffBase: 0.01, backoffMax: 0.05, interval: 0, fetchMetrics: false, metrics: specs, logger: quiet };
+const dir = (name: string) => mkdtempSync(join(ROOT, `${name}-`));
+const journal = (d: string) => readFileSync(join(d, "journal"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+
+test("offline reports wait for tokens, then go; the next epoch is stocked and survives a restart", async () => {
+  const net = new Net(), d = dir("offline");
+  let now = Date.now() / 1000;
+  net.online = false;
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net.fetch, clock: () => now });
+  assert.equal((await c.record("js.t.plan", "free")).status, "queued");
+  assert.equal(await c.flush(0.3), false);
+  assert.equal(c.queued, 1);
+  net.online = true;
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 1);
+  assert.deepEqual(net.paths().slice(0, 3), ["v1/tokens/key", "v1/tokens", "v1/reports"]);
+  const epoch = Math.floor(now / DAY);
+  const asked = JSON.parse(net.log[1].body as string).units as { metric: string; epoch: number; blinded: string }[];
+  assert.deepEqual(asked.map((u) => [u.metric, u.epoch]), [["js.t.plan", epoch], ["js.t.plan", epoch + 1]]);
+  assert.ok(net.log[1].headers["LDP-Install-Key"]);
+  const post = net.log[2];
+  assert.equal(post.headers["Content-Encoding"], "gzip");
+  const batch = JSON.parse(gunzipSync(post.body as Uint8Array).toString());
+  const nonce = Buffer.from(unb64url(batch.token[0]).subarray(0, 32)).toString("hex");
+  // What the issuer saw shares nothing with what the collector got.
+  for (const u of asked) assert.ok(!Buffer.from(unb64url(u.blinded)).toString("hex").includes(nonce));
+  c.close();
+  // Next day, offline, after a restart: the stocked token goes with the report, no issuer call.
+  now += DAY;
+  net.online = false;
+  const c2 = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net.fetch, clock: () => now });
+  assert.equal((await c2.record("js.t.plan", "pro")).status, "queued");
+  assert.equal(await c2.flush(0.2), false);
+  const given = journal(d).flatMap((e) => e.a ?? []);
+  assert.equal(given.length, 1);
+  assert.equal(given[0].epoch, epoch + 1);
+  assert.ok(given[0].token.length > 64);
+  net.online = true;
+  const before = net.log.length;
+  assert.equal(await c2.flush(10), true);
+  assert.equal(c2.counters.sent, 1);
+  assert.deepEqual(net.paths(before), ["v1/reports"]);
+  c2.close();
+});
+
+test("a lost issuer answer is asked again with the same blinded messages; the token is spent once", async () => {
+  const net = new Net();
+  net.lose = { path: "v1/tokens", n: 1 };
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, fetch: net.fetch });
+  assert.equal((await c.record("js.t.mem", "basic")).status, "queued");
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 1);
+  assert.deepEqual(c.counters.dropped, {});
+  const bodies = net.log.filter((s) => s.path === "v1/tokens").map((s) => JSON.parse(s.body as string).units);
+  assert.equal(bodies.length, 2);
+  assert.deepEqual(bodies[0], bodies[1]);
+  c.close();
+});
+
+test("a unit the issuer refuses is dropped before it leaves, and its epsilon is refunded", async () => {
+  const net = new Net();
+  const now = Date.now() / 1000, epoch = Math.floor(now / DAY);
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, fetch: net.fetch, clock: () => now, budgets: { "js.t.plan": 2 } });
+  assert.equal((await c.record("js.t.plan", "free")).status, "queued");
+  assert.equal((await c.record("js.t.plan", "team")).status, "queued");
+  const spentBoth = c.privacyReport().units.find((u) => u.metric === "js.t.plan" && u.epoch === epoch)!;
+  assert.equal(spentBoth.reports, 2);
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 1);
+  assert.deepEqual(c.counters.dropped, { token_limit: 1 });
+  const unit = c.privacyReport().units.find((u) => u.metric === "js.t.plan" && u.epoch === epoch)!;
+  assert.equal(unit.reports, 1);
+  // One report's epsilon is left, rounded up (never below it).
+  const eps = buildMechanism(specs.find((x) => x.name === "js.t.plan")!).epsilon;
+  assert.ok(unit.spent >= eps && unit.spent <= eps * (1 + 1e-12), `${unit.spent} vs ${eps}`);
+  // The refunded report never reached the collector.
+  const sent = net.log.filter((s) => s.path === "v1/reports").map((s) => JSON.parse(gunzipSync(s.body as Uint8Array).toString()));
+  assert.equal(sent.reduce((n, b) => n + b.token.length, 0), 1);
+  c.close();
+});
+
+test("a wrong ingest key keeps the reports, is logged with the URL and counted; the right key delivers them", async () => {
+  const d = dir("badkey"), logged: string[] = [];
+  const logger = { warn: (m: string) => logged.push(m), info: () => undefined, error: (m: string) => logged.push(m) };
+  const c = await Client.open({ ...quick, url: URL_, apiKey: "not-the-key", store: new FileStore(d), logger });
+  assert.equal((await c.record("js.t.plan", "basic")).status, "queued");
+  assert.equal(await c.flush(1), false);
+  assert.equal(c.queued, 1);
+  assert.ok((c.counters.configErrors.invalid_key ?? 0) >= 1);
+  assert.deepEqual(c.counters.dropped, {});
+  assert.equal(logged.filter((m) => m.includes(URL_) && m.includes("401")).length, 1, logged.join("\n"));
+  assert.ok(!logged.join("").includes("not-the-key"));
+  c.close();
+  const c2 = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d) });
+  assert.equal(await c2.flush(10), true);
+  assert.equal(c2.counters.sent, 1);
+  c2.close();
+});
+
+test("opt-out purges spool, stock and secret, persists, and keeps the lifetime ledger; opt-in charges on top", async () => {
+  const d = dir("optout");
+  let now = Date.now() / 1000;
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), clock: () => now });
+  assert.equal((await c.record("js.t.mem", "pro")).status, "queued");
+  const lifetime = () => c.privacyReport().lifetime.find((l) => l.metric === "js.t.mem")!.spent;
+  assert.equal(lifetime(), 4);
+  const secret = readFileSync(join(d, "secret"));
+  await c.optOut();
+  assert.equal(c.queued, 0);
+  assert.deepEqual(c.counters.dropped, { opt_out: 1 });
+  assert.equal(existsSync(join(d, "secret")), false);
+  assert.equal((await c.record("js.t.mem", "pro")).status, "opted_out");
+  c.close();
+  const c2 = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), clock: () => now });
+  assert.equal(c2.optedOut, true);
+  assert.equal(c2.queued, 0);
+  assert.equal((await c2.record("js.t.mem", "pro")).status, "opted_out");
+  assert.equal(c2.privacyReport().lifetime.find((l) => l.metric === "js.t.mem")!.spent, 4);
+  await c2.optIn();
+  assert.notDeepEqual(readFileSync(join(d, "secret")), secret);
+  now += DAY;
+  assert.equal((await c2.record("js.t.mem", "pro")).status, "queued");
+  // A new secret is a new permanent response: charged on top of what was spent.
+  assert.equal(c2.privacyReport().lifetime.find((l) => l.metric === "js.t.mem")!.spent, 8);
+  assert.equal(await c2.flush(10), true);
+  assert.equal(c2.counters.sent, 1);
+  c2.close();
+});
+
+test("record never throws for data by default; strict rejects; outliers are clamped and counted", async () => {
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new MemoryStore(), budgets: { "js.t.age": 100 } });
+  assert.equal((await c.record("js.t.plan", "Free")).status, "invalid_value");
+  assert.equal((await c.record("js.t.age", Number.NaN)).status, "invalid_value");
+  assert.equal((await c.record("js.t.age", "12")).status, "invalid_value");
+  const r = await c.record("js.t.age", 500);
+  assert.equal(r.status, "queued");
+  assert.equal(r.clamped, true);
+  assert.equal(c.counters.clamped, 1);
+  assert.equal(c.counters.refused.invalid_value, 3);
+  c.close();
+  const s = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new MemoryStore(), strict: true });
+  await assert.rejects(s.record("js.t.plan", "Free"), InvalidValueError);
+  await assert.rejects(s.record("js.t.age", 500), InvalidValueError);
+  assert.equal((await s.record("js.t.age", 30)).status, "queued");
+  s.close();
+});
+
+test("openNodeClient reads LDP_COLLECTOR_URL, LDP_API_KEY and LDP_STATE_DIR", async () => {
+  const d = join(dir("env"), "state");
+  const env = { LDP_COLLECTOR_URL: URL_, LDP_API_KEY: KEY, LDP_STATE_DIR: d };
+  const c = await openNodeClient({ ...quick }, env);
+  assert.equal((await c.record("js.t.plan", "team")).status, "queued");
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 1);
+  assert.equal(readFileSync(join(d, "secret")).length, 32);
+  c.close();
+  await assert.rejects(openNodeClient({}, {}), /LDP_COLLECTOR_URL/);
+  assert.equal(defaultStateDir("linux", { XDG_STATE_HOME: "/s" }, "/h"), "/s/ldp-telemetry");
+  assert.equal(defaultStateDir("linux", { XDG_STATE_HOME: "rel" }, "/h"), "/h/.local/state/ldp-telemetry");
+  assert.equal(defaultStateDir("darwin", {}, "/Users/a"), "/Users/a/Library/Application Support/ldp-telemetry");
+  assert.equal(defaultStateDir("win32", { LOCALAPPDATA: "C:\\Users\\a\\AppData\\Local" }, "C:\\Users\\a"),
+    "C:\\Users\\a\\AppData\\Local\\ldp-telemetry");
+});
+
+test("a report spooled by the SDK before blind tokens (an HMAC token) waits for a real token and counts", async () => {
+  const d = dir("legacy"), spec = specs.find((x) => x.name === "js.t.plan")!;
+  const epoch = Math.floor(Date.now() / 1000 / DAY);
+  const old = new FileStore(d);
+  await old.open(() => new Uint8Array(32).fill(7));
+  old.commit({ metric: spec.name, version: spec.version, fingerprint: mechanismFingerprint(spec), epoch, period: DAY,
+    cost: buildMechanism(spec).epsilon, valueKey: null, epsilonInf: 0 },
+  { reportId: "ab".repeat(16), metric: spec.name, version: spec.version, epoch, token: "11".repeat(32), payload: "2" });
+  const net = new Net();
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net.fetch });
+  assert.equal(c.queued, 1);
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 1);
+  const batch = JSON.parse(gunzipSync(net.log.find((s) => s.path === "v1/reports")!.body as Uint8Array).toString());
+  assert.equal(batch.report_id[0], "ab".repeat(16));
+  assert.equal(unb64url(batch.token[0]).length, 32 + 128);   // a blind-signed token of the 1024-bit test key
+  c.close();
+});
