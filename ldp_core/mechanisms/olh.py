@@ -290,36 +290,23 @@ def _memo_ratio(p1: Fraction, q1: Fraction, p2: Fraction, g: int, d: int, n: int
 
 
 def _memo_variance(epsilon: float, p1: float, g: int, d: int) -> float:
-    """Rare-value variance x n of the memoised OLH over g buckets, in floats (to choose g).
-
-    The ratio of ``_memo_ratio`` at the smallest bucket is affine over affine in
-    p2, so P2 at ratio e^eps is the root of an affine function (capped at 1).
-    """
+    """Rare-value variance x n of the memoised OLH over g buckets, in floats (to choose g)."""
     q1 = (1 - p1) / (d - 1)
-    n, collide = smallest_bucket(g, d), float(family(g, d)[2])
-    e = math.exp(epsilon)
-
-    def gap(p2: float) -> float:  # numerator - e^eps denominator; increasing in p2
-        q2 = (1 - p2) / (g - 1)
-        spread = d * q2 + n * (p2 - q2)
-        return q1 * spread + (p1 - q1) * p2 - e * (q1 * spread + (p1 - q1) * q2)
-
-    low, high = gap(0.0), gap(1.0)
-    p2 = 1.0 if high <= 0 else low / (low - high)
-    p2 = min(max(p2, 1 / g), 1.0)
+    collide = float(family(g, d)[2])
+    p2 = grr_keep_threshold(epsilon, g) / WORD
     rest = collide * p2 + (1 - collide) * (1 - p2) / (g - 1)
     p, q = p1 * p2 + (1 - p1) * rest, q1 * p2 + (1 - q1) * rest
-    return q * (1 - q) / (p - q) ** 2 if p > q else math.inf
+    return q * (1 - q) / (p - q) ** 2
 
 
 def choose_memo_g(epsilon: float, p1: float, domain_size: int) -> int:
-    """The prime g with the lowest rare-value variance of the memoised OLH at eps_1.
+    """The prime g with the lowest rare-value variance of the memoised OLH at eps_2 = eps.
 
     Every prime up to the first one >= d (past it the family is one GRR over
     g >= d buckets, no better), within MAX_COUNTERS.
 
     >>> choose_memo_g(1.0, 0.8, 16), choose_memo_g(1.0, 0.0072, 1024)   # eps_inf ~ 4, ~ 2
-    (3, 251)
+    (5, 3)
     """
     best: tuple[float, int] | None = None
     first_prime_past_d = next(n for n in range(domain_size, 2 * domain_size + 3) if is_prime(n))
@@ -340,29 +327,39 @@ class LongitudinalOLH(_Hashed, Mechanism):
 
     Permanent level: u = GRR_d(v) at eps_inf (``base``), memoised per (secret,
     context, value) exactly as two-level GRR's.  Instantaneous level: a fresh
-    one-level OLH report of u, (s, GRR_g(h_s(u))), with s uniform from the OS
-    CSPRNG and the bucket kept with probability P2 = keep / 2**32.  Every report
+    one-level OLH report of u at eps_2 = the requested epsilon, (s, GRR_g(h_s(u)))
+    with s uniform from the OS CSPRNG and the bucket kept with probability
+    P2 = keep / 2**32, keep = ``grr_keep_threshold(epsilon, g)``.  Every report
     draws a new seed and its bucket is a noisy function of u, so no field is
     constant per device; any number of reports is a post-processing of u:
     eps_inf per distinct value, lifetime.
+
+    Why eps_2 is the requested epsilon and not larger: u is a per-device constant,
+    and a report says as much about u as its instantaneous level lets it.  Solving
+    eps_2 up until the composed channel costs eps_1 keeps the bucket almost surely
+    when u is noisy (eps_inf = 2, d = 1024: P2 = 1 - 2**-32), and then two reports
+    of one device share a hyperplane point that pins u: a pair test links them
+    99% of the time.  With eps_2 <= eps, P[r1, r2 | one device] and
+    P[r1] P[r2] (two devices, same law of u) are within a factor e^eps of each
+    other (P[r2 | u] <= e^eps P[r2 | u'] for all u, u'), so no test links two
+    reports with balanced accuracy above e^eps / (1 + e^eps).
 
     Channel (pure, on the support {y = h_s(v)}): u = v (p1) keeps the bucket
     with P2; u != v (1 - p1) collides with v with probability c (the family's
     exact rate), then keeps, else lands on v's bucket with q2 = (1-P2)/(g-1):
         p* = p1 P2 + (1 - p1)(c P2 + (1 - c) q2),
         q* = q1 P2 + (1 - q1)(c P2 + (1 - c) q2),   p* - q* = (p1 - q1)(1 - c)(P2 - q2).
-    eps_1 (one report, exact): P[s, y | v] = (1/S)[q1 A + (p1 - q1) P2(y | h_s(v))],
-    A = N p2 + (d - N) q2 with N the number of values hashing to y under s.  The
+    eps_1 (one report, about v, exact): P[s, y | v] = (1/S)[q1 A + (p1 - q1) P2(y | h_s(v))],
+    A = N P2 + (d - N) q2 with N the number of values hashing to y under s.  The
     ratio between v, v' is 1 unless exactly one of them hashes to y, and then at
     most R(N) = (q1 A + (p1 - q1) P2) / (q1 A + (p1 - q1) q2), which falls as N
     grows; so eps_1 = ln R(N_min), N_min = ``smallest_bucket(g, d)`` (attained,
-    hence exact), rounded up.  ``keep`` is the largest integer with eps_1 <= the
-    requested epsilon (eps_1 grows with keep: a lower keep garbles a higher one).
-    g is the prime with the lowest variance at that epsilon (``choose_memo_g``).
+    hence exact), rounded up; eps_1 <= eps_2 (post-processing of u).  g is the
+    prime with the lowest variance (``choose_memo_g``).
 
-    >>> m = LongitudinalOLH.create({"epsilon": 1.0, "epsilon_inf": 4.0, "domain_size": 1024})
-    >>> m.g, m.num_seeds, m.min_bucket, m.epsilon <= 1.0
-    (31, 993, 31, True)
+    >>> m = LongitudinalOLH.create({"epsilon": 1.0, "epsilon_inf": 8.0, "domain_size": 1024})
+    >>> m.g, m.num_seeds, m.min_bucket, m.epsilon <= m.instantaneous_epsilon <= 1.0
+    (3, 1093, 243, True)
     """
 
     name: ClassVar[str] = "olh"
@@ -387,24 +384,19 @@ class LongitudinalOLH(_Hashed, Mechanism):
                 f"epsilon_inf {self.epsilon_inf} is below the permanent level's "
                 f"{self.base.epsilon_actual}"
             )
+        if not self.instantaneous_epsilon <= self.declared_epsilon < self.epsilon_inf:
+            raise ValueError(
+                f"the instantaneous level costs {self.instantaneous_epsilon}: above the "
+                f"declared epsilon {self.declared_epsilon} or not below epsilon_inf "
+                f"{self.epsilon_inf}"
+            )
         d = self.base.size
         object.__setattr__(self, "num_seeds", family(self.g, d)[1])
         object.__setattr__(self, "min_bucket", smallest_bucket(self.g, d))
-        eps_1 = self._eps_of(self.base, self.g, self.keep)
-        if not eps_1 <= self.declared_epsilon < self.epsilon_inf:
-            raise ValueError(
-                f"one report costs {eps_1}: above the declared epsilon {self.declared_epsilon} "
-                f"or not below epsilon_inf {self.epsilon_inf}"
-            )
-        object.__setattr__(self, "_eps_1", eps_1)
-
-    @staticmethod
-    def _eps_of(base: GRR, g: int, keep: int) -> float:
-        p1 = Fraction(base.keep, WORD)
-        d = base.size
-        ratio = _memo_ratio(p1, (1 - p1) / (d - 1), Fraction(keep, WORD), g, d,
-                            smallest_bucket(g, d))
-        return log_up(ratio)
+        p1 = Fraction(self.base.keep, WORD)
+        ratio = _memo_ratio(p1, (1 - p1) / (d - 1), self.instantaneous_keep, self.g, d,
+                            self.min_bucket)
+        object.__setattr__(self, "_eps_1", log_up(ratio))
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> LongitudinalOLH:
@@ -418,21 +410,14 @@ class LongitudinalOLH(_Hashed, Mechanism):
         base = GRR(eps_inf, check_domain_size(need(params, "domain_size", cls.name)))
         g = params.get("g") or choose_memo_g(eps, float(base.channel[0]), base.size)
         return cls(base=base, declared_epsilon=eps, epsilon_inf=eps_inf, g=g,
-                   keep=cls.solve_keep(base, g, eps))
+                   keep=grr_keep_threshold(eps, g))
 
-    @classmethod
-    def solve_keep(cls, base: GRR, g: int, epsilon: float) -> int:
-        """The largest K with eps_1(K) <= epsilon, by bisection on the integer K."""
-        lowest = -(-WORD // g)  # P2 <= 1/g erases the bucket: eps_1 = 0
-        lo, hi = lowest, WORD - 1
-        if cls._eps_of(base, g, hi) <= epsilon:
-            return hi
-        while hi - lo > 1:  # invariant: eps_1(lo) <= epsilon < eps_1(hi)
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if cls._eps_of(base, g, mid) <= epsilon else (lo, mid)
-        if lo == lowest:
-            raise ValueError(f"epsilon {epsilon} is too small for a two-level olh")
-        return lo
+    @property
+    def instantaneous_epsilon(self) -> float:
+        """eps_2: the instantaneous level's epsilon about u, ln[P2 (g-1) / (1-P2)], rounded
+        up: the bound on linking two reports of one device (class docstring)."""
+        p2 = self.instantaneous_keep
+        return log_up(p2 * (self.g - 1) / (1 - p2))
 
     # -- the channel ------------------------------------------------------------------
 
@@ -574,6 +559,7 @@ class LongitudinalOLH(_Hashed, Mechanism):
             epsilon_inf=self.epsilon_inf,
             epsilon_inf_actual=self.base.epsilon_actual,
             instantaneous_keep=float(self.instantaneous_keep),
+            instantaneous_epsilon=self.instantaneous_epsilon,
             # The exact thresholds, for SDKs in other languages: the permanent GRR's
             # keep, the instantaneous bucket keep and the hash family of the reports.
             instantaneous_threshold=self.keep,
