@@ -48,7 +48,7 @@ def olh_likelihood_ratio(m: Any) -> Score:
     q2 = (1 - p2) / (g - 1)
     values = np.arange(d)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def preimage(seed: int, y: int) -> Any:
         return m.family.hashes(np.full(d, seed), values) == y
 
@@ -56,7 +56,7 @@ def olh_likelihood_ratio(m: Any) -> Score:
         one, two = preimage(*a), preimage(*b)
         n1, n2, n12 = int(one.sum()), int(two.sum()), int((one & two).sum())
         joint = d * q2**2 + q2 * (p2 - q2) * (n1 + n2) + (p2 - q2) ** 2 * n12
-        return d * joint / ((d * q2 + (p2 - q2) * n1) * (d * q2 + (p2 - q2) * n2))
+        return float(d * joint / ((d * q2 + (p2 - q2) * n1) * (d * q2 + (p2 - q2) * n2)))
 
     return score
 

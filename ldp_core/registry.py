@@ -204,8 +204,8 @@ def longitudinal(
     """A two-level mechanism: eps_1 <= ``epsilon`` per report, ``epsilon_inf`` per value.
 
     ``name``: any registered two-level name, or ``auto`` (the two-level candidate of
-    the kind the parameters imply with the lowest variance at (epsilon, epsilon_inf)).  Every bad parameter
-    is a ValueError naming it.
+    the kind the parameters imply with the lowest variance at (epsilon, epsilon_inf)).
+    Every bad parameter is a ValueError naming it.
     """
     params: dict[str, Any] = {
         "epsilon": epsilon, "epsilon_inf": epsilon_inf,

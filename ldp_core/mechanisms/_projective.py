@@ -125,8 +125,8 @@ def smallest_bucket(g: int, size: int) -> int:
     """
     length = digits_needed(g, size)
     if g**length == size:
-        return g ** (length - 1)  # every hyperplane of GF(g)^L
-    sizes = set()
+        return int(g ** (length - 1))  # every hyperplane of GF(g)^L
+    sizes: set[int] = set()
     for spread, block, count, rest in _level_profile(g, size):
         if count:
             sizes.add(spread + block)

@@ -51,7 +51,6 @@ from ldp_core.base import (
 )
 from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up
 from ldp_core.errors import ReportError
-from ldp_core.memo import HmacDrbg, permanent_seed
 from ldp_core.mechanisms._projective import (
     Projective,
     bucket_sizes,
@@ -61,6 +60,7 @@ from ldp_core.mechanisms._projective import (
     smallest_bucket,
 )
 from ldp_core.mechanisms.grr import GRR, grr_keep_threshold, grr_step, grr_steps
+from ldp_core.memo import HmacDrbg, permanent_seed
 
 if TYPE_CHECKING:
     import numpy as np
