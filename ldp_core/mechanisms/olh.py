@@ -26,6 +26,10 @@ P[s, y | v] / P[s, y | v'] = P[y | h_s(v)] / P[y | h_s(v')] <= e^eps.
 
 Cost: S * g counters (about d to g*d); aggregation O(S g + g^L L log g) by an FFT.
 
+Two levels (``LongitudinalOLH``): a permanent GRR over the d values at
+eps_inf, memoised, then a fresh OLH report of it (a new seed every report), so
+no field of a report is constant per device.
+
 >>> m = OLH(epsilon=1.0, domain_size=1024)
 >>> m.g, m.num_seeds, m.num_counters
 (3, 1093, 3279)
