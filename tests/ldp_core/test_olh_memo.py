@@ -32,7 +32,7 @@ from ldp_core.simulate import tallies
 from tests.stats import z_for
 
 #: Every statistical check of this file, each at 1e-6 / CHECKS.
-CHECKS = 8
+CHECKS = 9
 ALPHA = 1e-6 / CHECKS
 
 
@@ -103,6 +103,10 @@ def test_channel_and_epsilons_are_exact(d: int, eps: float, eps_inf: float) -> N
     # The audit's event has the worst ratio exactly.
     p, q = m.audit_design().probabilities
     assert math.log(p / q) == pytest.approx(m.epsilon, abs=1e-9)
+    # The simulator's table (``output_distribution``, numpy) is the same law.
+    for v in range(d):
+        want = np.array([float(x) for x in law[v]])
+        assert np.allclose(m.output_distribution(v), want, rtol=1e-12, atol=0)
 
 
 def test_describe_carries_what_another_sdk_needs() -> None:
@@ -147,6 +151,17 @@ def test_memoised_device_path_has_the_exact_law() -> None:
         counts[cell] += 1
     expected = n * np.array([float(x) for x in exact_law(m)[7]])
     assert expected.min() > 20
+    assert stats.chisquare(counts, expected).pvalue > ALPHA
+
+
+def test_vectorised_sampler_has_the_exact_law() -> None:
+    """10^6 reports of value 19 from ``sample`` (numpy): chi-square, p > ALPHA."""
+    m = longitudinal("olh", epsilon=1.0, epsilon_inf=3.0, domain_size=20)
+    assert isinstance(m, LongitudinalOLH)
+    n = 10**6
+    batch = m.sample(np.full(n, 19), np.random.default_rng(8))
+    counts = np.bincount(m.batch_counters(batch), minlength=m.num_counters)
+    expected = n * np.array([float(x) for x in exact_law(m)[19]])
     assert stats.chisquare(counts, expected).pvalue > ALPHA
 
 
