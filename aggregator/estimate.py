@@ -32,7 +32,9 @@ value are not: they share the permanent response B'.  For every two-level
 mechanism here (GRR, SUE, OUE, OLH, binary RR, 1BitMean) a report supports u
 with probability p2 if B' supports u and q2 otherwise, independently across
 epochs given B'; B' supports u with probability pi = p1 (true value u) or
-q1 (another value), (p1, q1) = ``m.permanent.channel``.  The composed channel
+q1 (another value), (p1, q1) = ``m.permanent.channel``.  (OLH: B' is u =
+GRR_d(v) and "supports u" is "B' = u"; given B', each report draws a fresh
+seed, so p2 = P2 and q2 = c P2 + (1 - c)(1 - P2)/(g - 1).)  The composed channel
 is p* = pi p2 + (1 - pi) q2 at pi = p1, q* the same at q1, so
 p* - q* = (p1 - q1)(p2 - q2), and for two reports of one device and value
 
@@ -91,7 +93,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.consistency import norm_sub
-from ldp_core import Bounded, Mechanism, Numeric, TwoLevel
+from ldp_core import Bounded, Mechanism, Memoisable, Numeric
 
 __all__ = [
     "FrequencyEstimate",
@@ -213,7 +215,7 @@ def window_count_variance(
     """
     base = exact_count_variance(m, n, c)
     t = _check_epochs(epochs)
-    if not isinstance(m, TwoLevel) or t == 1:
+    if not isinstance(m, Memoisable) or t == 1:
         return base
     return base + (t - 1) * exact_count_variance(m.permanent, n, c)
 
@@ -242,7 +244,7 @@ def window_mean_variance(
     z = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
     t = _check_epochs(epochs)
     var = _bit_variance(m, z)
-    if isinstance(m, TwoLevel) and t > 1:
+    if isinstance(m, Memoisable) and t > 1:
         var = var + (t - 1) * _bit_variance(m.permanent, z)
     return var / n
 

@@ -9,6 +9,8 @@ mechanism          E                                     P[E|x] / P[E|x']
 grr                output = x                            p*/q* = e^eps
 sue, oue           bit x set and bit x' clear            p*(1-q*)/(q*(1-p*))
 olh                report supports x and not x'          P (g-1)/(1-P)
+olh, two levels    (s, h_s(x)), h_s(x') != h_s(x), in    R(N_min) = e^eps_1
+                   a smallest bucket of the family
 hadamard           output in C_x and not in C_x'         p*/(1-p*)
 binary designs     output = 1   (x = 1, x' = 0)          p*/q*
 one_bit_mean       output = 1   (x = hi, x' = lo)        p*/q*

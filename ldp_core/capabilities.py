@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ldp_core._rng import Rng
-from ldp_core.base import Report
+from ldp_core.base import Mechanism, Report
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,10 +51,18 @@ class Hashed(Protocol):
 
 @runtime_checkable
 class Memoisable(Protocol):
-    """A two-level mechanism: a permanent response memoised per (secret, context, value)."""
+    """A two-level mechanism: a permanent response memoised per (secret, context, value).
+
+    ``permanent`` is the permanent level's one-level mechanism, whose channel
+    (p1, q1) gives the within-device correlation of a window
+    (``aggregator.estimate.window_count_variance``).
+    """
 
     @property
     def epsilon_inf(self) -> float: ...
+
+    @property
+    def permanent(self) -> Mechanism: ...
 
     def permanent_response(self, value: object, secret: bytes, context: str) -> Report: ...
 

@@ -90,16 +90,26 @@ class AutoChoice:
 
 
 def auto_choice(
-    epsilon: float, domain_size: int, kind: Kind = "frequency", levels: int = 1
+    epsilon: float,
+    domain_size: int,
+    kind: Kind = "frequency",
+    levels: int = 1,
+    epsilon_inf: float | None = None,
 ) -> AutoChoice:
     """The lowest-variance candidate of ``kind`` for (d, eps); a d-bit report gives way
     to a compact one within ``REPORT_SIZE_TOLERANCE``.  Means compare the worst-case
     variance, then the average one within ``WORST_CASE_TOLERANCE``.  ``levels=2``
-    weighs only mechanisms that have a two-level form."""
+    weighs only mechanisms that have a two-level form; with ``epsilon_inf`` it weighs
+    the two-level forms themselves (a memoised OLH is not a one-level OLH's variance).
+
+    >>> auto_choice(1.0, 1024, levels=2, epsilon_inf=4.0).chosen
+    'oue'
+    """
     eps, d = check_mechanism_epsilon(epsilon), check_domain_size(domain_size)
-    params = {"epsilon": eps, "domain_size": d}
+    params = {"epsilon": eps, "domain_size": d, "lo": 0.0, "hi": 1.0}
+    two = levels == 2 and epsilon_inf is not None
     built = {
-        name: cls.create({**params, "lo": 0.0, "hi": 1.0})
+        name: (_TWO[name] if two else cls).create({**params, "epsilon_inf": epsilon_inf})
         for name, cls in _ONE.items()
         if cls.kind == kind and cls.auto_candidate and (levels == 1 or name in _TWO)
     }
@@ -124,11 +134,18 @@ def auto_choice(
     return AutoChoice(chosen=chosen, variances=variances)
 
 
-def resolve_auto(name: str, kind: Kind, epsilon: float, domain_size: int, levels: int = 1) -> str:
+def resolve_auto(
+    name: str,
+    kind: Kind,
+    epsilon: float,
+    domain_size: int,
+    levels: int = 1,
+    epsilon_inf: float | None = None,
+) -> str:
     """``name``, or what ``auto`` resolves to for a metric of ``kind``: the one place."""
     if name != "auto":
         return name
-    return auto_choice(epsilon, domain_size, kind, levels).chosen
+    return auto_choice(epsilon, domain_size, kind, levels, epsilon_inf).chosen
 
 
 def _kind_of(params: dict[str, Any]) -> Kind:
@@ -186,9 +203,9 @@ def longitudinal(
 ) -> Mechanism:
     """A two-level mechanism: eps_1 <= ``epsilon`` per report, ``epsilon_inf`` per value.
 
-    ``name``: any registered two-level name, or ``auto`` (resolved at ``epsilon``
-    among the candidates of the kind the parameters imply).  Every bad parameter
-    is a ValueError naming it.
+    ``name``: any registered two-level name, or ``auto`` (the two-level candidate of
+    the kind the parameters imply with the lowest variance at (epsilon, epsilon_inf)).
+    Every bad parameter is a ValueError naming it.
     """
     params: dict[str, Any] = {
         "epsilon": epsilon, "epsilon_inf": epsilon_inf,
@@ -197,7 +214,7 @@ def longitudinal(
     params = {key: value for key, value in params.items() if value is not None}
     if name == "auto":
         kind = _kind_of(params)
-        name = auto_choice(epsilon, domain_size or 2, kind, levels=2).chosen
+        name = auto_choice(epsilon, domain_size or 2, kind, 2, epsilon_inf).chosen
     if name not in _TWO:
         raise ValueError(
             f"no two-level version of mechanism {name!r}; known: {', '.join(_TWO)}, auto"

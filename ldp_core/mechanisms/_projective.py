@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 __all__ = [
     "Projective",
     "base_digits",
+    "bucket_sizes",
     "digits_needed",
     "family",
     "hash_table",
     "is_prime",
     "projective",
     "seed_matrix",
+    "smallest_bucket",
     "support_counts",
 ]
 
@@ -88,6 +90,77 @@ def support_counts(
         full[((k * seeds) % g) @ powers] = spectrum[:, k]
     counts = np.fft.ifftn(full.reshape((g,) * length)).real.ravel()[:size]
     return [int(x) for x in np.rint(counts * g ** (length - 1))]
+
+
+def _level_profile(g: int, size: int) -> list[tuple[int, int, int, int]]:
+    """(U, M, D, R) for each k, the last nonzero coordinate of a seed (size < g^L).
+
+    [0, size) is a union of blocks: for each digit position i and each t < D_i
+    (D the base-g digits of ``size``), the values with prefix (D_0..D_{i-1}, t)
+    and free digits after i.  A seed a whose last nonzero coordinate is k
+    spreads a block with a free digit at k evenly over the g buckets (U in all,
+    from the blocks at i < k), and sends every other block whole to one
+    bucket: the D_k blocks at i = k (M = g^(L-1-k) values each) to the D_k
+    distinct buckets h0 + a_k t, and the rest at i > k (R = size mod g^(L-1-k)
+    values) to h0 + a_k D_k.  So the sizes are U + M (D_k buckets), U + R (one)
+    and U (the other g - D_k - 1), whatever the other coordinates of a.
+    """
+    length = digits_needed(g, size)
+    digits = base_digits(size, g, length)
+    out = []
+    for k in range(length):
+        spread = sum(digits[i] * g ** (length - 2 - i) for i in range(k))
+        out.append((spread, g ** (length - 1 - k), digits[k], size % g ** (length - 1 - k)))
+    return out
+
+
+def smallest_bucket(g: int, size: int) -> int:
+    """The fewest values of [0, size) that share a bucket of some seed, among the
+    buckets holding at least one value and not all of them (pure Python, O(L)).
+
+    >>> smallest_bucket(3, 1024)     # 3^5 values: a bucket of seeds ending at digit 1
+    243
+    >>> smallest_bucket(5, 5), smallest_bucket(2, 16)
+    (1, 8)
+    """
+    length = digits_needed(g, size)
+    if g**length == size:
+        return int(g ** (length - 1))  # every hyperplane of GF(g)^L
+    sizes: set[int] = set()
+    for spread, block, count, rest in _level_profile(g, size):
+        if count:
+            sizes.add(spread + block)
+        sizes.add(spread + rest)
+        if g - count - 1:
+            sizes.add(spread)
+    return min(n for n in sizes if 0 < n < size)
+
+
+def bucket_sizes(g: int, size: int) -> npt.NDArray[np.int64]:
+    """N[s, y] = #{v in [0, size): h_s(v) = y}, shape (S, g), from the block structure
+    of ``_level_profile`` (O(S L g), never O(S size)).
+
+    >>> bucket_sizes(3, 4).tolist()      # 0, 1, 2 | 3 by the leading digit, then ...
+    [[3, 1, 0], [1, 2, 1], [1, 2, 1], [2, 1, 1]]
+    """
+    import numpy as np
+
+    length = digits_needed(g, size)
+    seeds = seed_matrix(g, length)
+    if g**length == size:
+        return np.full((len(seeds), g), g ** (length - 1), dtype=np.int64)
+    digits = np.array(base_digits(size, g, length), dtype=np.int64)
+    last = length - 1 - np.argmax(seeds[:, ::-1] != 0, axis=1)
+    out = np.zeros((len(seeds), g), dtype=np.int64)
+    for k, (spread, block, count, rest) in enumerate(_level_profile(g, size)):
+        rows = np.flatnonzero(last == k)
+        h0 = (seeds[rows, :k] @ digits[:k]) % g
+        step = seeds[rows, k]
+        out[rows] = spread
+        for t in range(count):
+            out[rows, (h0 + step * t) % g] += block
+        out[rows, (h0 + step * count) % g] += rest
+    return out
 
 
 @functools.lru_cache(maxsize=16)

@@ -97,7 +97,8 @@ def mechanism_cases() -> list[dict[str, Any]]:
                     secret = SECRETS[k % 2]
                     perm = m.permanent_response(x, secret, context)  # type: ignore[attr-defined]
                     entry["secret"] = secret.hex()
-                    entry["permanent"] = payload_text(m.encode(perm))
+                    entry["permanent"] = payload_text(
+                        m.permanent.encode(perm))  # type: ignore[attr-defined]
                     entry["payload"] = payload_text(
                         m.encode(m._instant(perm, HmacDrbg(s))))  # type: ignore[attr-defined]
                     entry["value_key"] = DeviceState(secret, MemoryLedger()).value_key(

@@ -271,6 +271,7 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
   const lo = numeric ? Number(spec.lo) : 0, hi = numeric ? Number(spec.hi) : 1;
   if (numeric && !(lo < hi)) throw new Error(`numeric spec ${spec.name} needs lo < hi`);
   const epsilon = num(p, "epsilon", name);
+  if (p.levels === 2 && name === "olh") return memoisedOlh(p, d, epsilon, numeric);
   if (p.levels === 2) {
     const fam = family(name, p, "permanent_", d, lo, hi);
     const keep = int(p, "instantaneous_threshold", name);
@@ -283,6 +284,36 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
   }
   const fam = family(name, p, "", d, lo, hi);
   return { name, levels: 1, epsilon, numeric, perturb: fam.perturb, encode: fam.encode };
+}
+
+/**
+ * Two-level OLH (Python ``LongitudinalOLH``): the permanent response is a GRR over
+ * the d values (``permanent_keep``), drawn from the per-device HMAC_DRBG; every
+ * report is a fresh one-level OLH of it: a new seed, then the bucket's GRR with
+ * ``instantaneous_threshold`` (Python ``_instant``, draw for draw).
+ */
+function memoisedOlh(p: Record<string, unknown>, d: number, epsilon: number, numeric: boolean): TwoLevelMechanism {
+  const name = "olh";
+  const permanentKeep = int(p, "permanent_keep", name);
+  const keep = int(p, "instantaneous_threshold", name);
+  const g = int(p, "g", name), seeds = int(p, "num_seeds", name);
+  const length = olhLength(g, d);
+  const perturb = (v: number, rng: Rng): Report => grrStep(v, permanentKeep, d, rng);
+  return {
+    name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
+    perturb,
+    // A permanent response is an index, a report a [seed, bucket] pair.
+    encode: (r) => {
+      if (typeof r === "number") return String(r);
+      const [s, b] = r as readonly [number, number];
+      return `[${s},${b}]`;
+    },
+    permanent: (v, secret, context) => perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric))),
+    instant: (perm, rng) => {
+      const seed = rng.randrange(seeds);
+      return [seed, grrStep(olhHash(g, length, seed, perm as number), keep, g, rng)] as const;
+    },
+  };
 }
 
 /** Whether a mechanism has two levels. */

@@ -68,9 +68,24 @@ for (const [name, value] of cases) {
     }
     let probs: number[];
     let cell: (r: Report) => number;
-    if (m.name === "olh") {
-      const g = m.levels === 2 ? p.permanent_g : p.g;
-      const seeds = m.levels === 2 ? p.permanent_num_seeds : p.num_seeds;
+    if (m.name === "olh" && m.levels === 2) {
+      // P[(s, b) | v] = (1/S) sum_u P1[u | v] P2[b | h_s(u)]: the permanent GRR over d
+      // (p1 = permanent_keep / 2^32), then the bucket's GRR over g (p2).
+      const g = p.g, seeds = p.num_seeds, length = olhLength(g, d);
+      const p1 = p.permanent_keep / 2 ** 32, q1 = (1 - p1) / (d - 1);
+      const p2 = p.instantaneous_threshold / 2 ** 32, q2 = (1 - p2) / (g - 1);
+      probs = [];
+      for (let s = 0; s < seeds; s++) {
+        const row = new Array<number>(g).fill(0);
+        for (let u = 0; u < d; u++) {
+          const h = olhHash(g, length, s, u), w = u === value ? p1 : q1;
+          for (let b = 0; b < g; b++) row[b] += w * (b === h ? p2 : q2);
+        }
+        for (let b = 0; b < g; b++) probs.push(row[b] / seeds);
+      }
+      cell = (r) => { const [s, b] = r as readonly [number, number]; return s * g + b; };
+    } else if (m.name === "olh") {
+      const g = p.g, seeds = p.num_seeds;
       const length = olhLength(g, d);
       probs = [];
       for (let s = 0; s < seeds; s++) {

@@ -212,9 +212,10 @@ def test_window_intervals_cover(case: Case, epochs: int) -> None:
     if case.two_level:
         assert 0.94 <= result.honest <= 0.97, result
         if epochs == 30:
-            # Today's intervals (reports taken as independent) cover ~50-60%:
-            # the test fails on the code before the fix.
-            assert result.naive < 0.80, result
+            # Today's intervals (reports taken as independent) cover ~45-60%, and
+            # 84-89% for OLH, whose instantaneous level (eps_2 = eps_1) carries
+            # less of u: the test fails on the code before the fix.
+            assert result.naive < (0.92 if case.m.name == "olh" else 0.80), result
     else:
         assert 0.94 <= result.honest <= 0.96, result
         assert result.naive == result.honest  # one level: epochs change nothing
@@ -245,7 +246,9 @@ def test_estimate_serves_the_window_variance(case: Case) -> None:
     one, thirty = estimate(m, t, n), estimate(m, t, n, epochs=30)
     ratio = np.asarray(thirty.stderr) / np.asarray(one.stderr)
     if case.two_level:
-        assert np.all(ratio > 2.0), ratio  # 30 epochs: the bound is >= 2x the naive stderr
+        # 30 epochs: the bound is >= 2x the naive stderr (OLH: >= 1.1x, its reports say
+        # less about the permanent u, so the correlation term weighs less).
+        assert np.all(ratio > (1.1 if m.name == "olh" else 2.0)), ratio
     else:
         assert np.all(ratio == 1.0)
 

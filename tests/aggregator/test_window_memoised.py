@@ -14,7 +14,11 @@ two-level law; the sample mean of X_1 has variance mu (1 - mu) / D.  Each of the
 24 checks allows z_for(1e-6, 24) = 5.6 standard deviations, so the file
 fails by chance with probability <= 1e-6.  Every expected covariance is above
 2 tolerances (2 x 5.6 sd), so a sampler whose reports were independent given
-the value (covariance 0, the model behind today's intervals) would fail.
+the value (covariance 0, the model behind today's intervals) would fail.  OLH's
+reports are fresh OLH draws of u at eps_2 = eps_1, so its covariance is small
+(0.014 for the device's own value): it gets 45,000 devices to keep that margin;
+for another value (pi = q1 = 0.045, covariance 0.0027) only the formula is
+checked, independence could not be told apart there.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from tests.aggregator.test_window_coverage import EPS, EPS_INF, HI, LO, two_leve
 from tests.stats import z_for
 
 DEVICES = 20_000
+#: Mechanisms whose covariance needs more devices to stand 2 tolerances above 0.
+MORE_DEVICES = {"olh": 45_000}
 CHECKS = 24  # 6 mechanisms x 2 laws x (covariance, mean)
 Z = z_for(1e-6, CHECKS)
 CONTEXT = "window.test/v1"
@@ -71,11 +77,11 @@ def pair_law(pi: Fraction, p2: Fraction, q2: Fraction) -> tuple[float, float, fl
 
 
 def draw_pairs(m: Mechanism, value: float | int, targets: list[int],
-               seed: int) -> dict[int, np.ndarray]:
-    """Per target u: DEVICES rows of (X_epoch1, X_epoch2) from the memoised device path."""
+               seed: int, devices: int = DEVICES) -> dict[int, np.ndarray]:
+    """Per target u: ``devices`` rows of (X_epoch1, X_epoch2) from the memoised device path."""
     rng = random.Random(seed)
-    out = {u: np.zeros((DEVICES, 2), dtype=np.int8) for u in targets}
-    for i in range(DEVICES):
+    out = {u: np.zeros((devices, 2), dtype=np.int8) for u in targets}
+    for i in range(devices):
         secret = rng.randbytes(32)  # a fresh device
         for epoch in range(2):
             report = m.randomize_memoised(value, secret, CONTEXT, rng=rng)  # type: ignore[attr-defined]
@@ -98,18 +104,21 @@ def _cases(name: str, m: Mechanism) -> list[tuple[float | int, int, Fraction]]:
 @pytest.mark.parametrize("name", [name for name, _ in _mechanisms()])
 def test_two_reports_of_one_device_covary_as_the_bound_assumes(name: str) -> None:
     m = dict(_mechanisms())[name]
+    devices = MORE_DEVICES.get(name, DEVICES)
     p2, q2 = two_level_law(m)
     cases = _cases(name, m)
     drawn: dict[float | int, dict[int, np.ndarray]] = {}
     for value in {v for v, _, _ in cases}:
         targets = sorted({u for v, u, _ in cases if v == value})
-        drawn[value] = draw_pairs(m, value, targets, seed=len(name) * 31 + int(value))
+        drawn[value] = draw_pairs(m, value, targets, seed=len(name) * 31 + int(value),
+                                  devices=devices)
     for value, u, pi in cases:
         pairs = drawn[value][u].astype(np.float64)
         mu, cov, var_product = pair_law(pi, p2, q2)
-        tolerance = Z * math.sqrt(var_product / DEVICES)
-        assert cov > 2 * tolerance  # independence (covariance 0) would fail
+        tolerance = Z * math.sqrt(var_product / devices)
+        if not (name == "olh" and u != value):
+            assert cov > 2 * tolerance  # independence (covariance 0) would fail
         got = float(np.cov(pairs[:, 0], pairs[:, 1])[0, 1])
         assert abs(got - cov) < tolerance, (name, value, u, got, cov, tolerance)
-        mean_tolerance = Z * math.sqrt(mu * (1 - mu) / DEVICES)
+        mean_tolerance = Z * math.sqrt(mu * (1 - mu) / devices)
         assert abs(pairs[:, 0].mean() - mu) < mean_tolerance, (name, value, u)

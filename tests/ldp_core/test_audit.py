@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldp_core import OLH, OUE, LongitudinalOUE, Mechanism, longitudinal, mechanism
+from ldp_core import (
+    OLH,
+    OUE,
+    LongitudinalOLH,
+    LongitudinalOUE,
+    Mechanism,
+    longitudinal,
+    mechanism,
+)
 from ldp_core._rng import Rng
 from ldp_core.audit import (
     AuditResult,
@@ -123,7 +131,10 @@ def test_vectorised_audit_at_one_million_trials_is_tight() -> None:
         assert r.path == "vectorised"
         assert 0.8 * m.epsilon <= r.lower_bound <= m.epsilon, r.text()
         assert r.null_control < 0.05
-        assert m.epsilon >= 1.0 - 1e-6  # the declared eps is the requested one, tight
+        # The declared eps is the requested one, tight; two-level OLH charges its exact
+        # one-report eps_1 (0.48 here), below its instantaneous level's, which is tight.
+        tight = m.instantaneous_epsilon if isinstance(m, LongitudinalOLH) else m.epsilon
+        assert tight >= 1.0 - 1e-6
 
 
 # -- the vectorised path is the device path, in distribution ---------------------------------
@@ -242,15 +253,20 @@ def test_audit_all_and_format_table() -> None:
 @pytest.mark.slow
 def test_full_audit_table_at_one_million_trials() -> None:
     """Every registered class at 3 epsilons, 10^6 trials (vectorised): none violates;
-    each lb >= 0.8 eps.
+    each lb >= min(0.8 eps, eps - 0.07).
 
-    Violation: <= 1e-6 each at the confidence.  0.8 eps: > 50 sd (see above).
+    Violation: <= 1e-6 each at the confidence.  0.8 eps: > 50 sd (see above).  A small
+    eps (two-level OLH charges eps_1 = 0.096 at eps = 0.5, eps_inf = 1) is below the
+    audit's resolution relative to itself: with event probabilities >= 0.06 the four
+    one-sided CP bounds lower the log-ratio by <= 0.04 and its sd is <= 0.0056, so
+    eps - 0.07 is > 5 sd below the expected lower bound.
     """
     results = audit_all(epsilons=(0.5, 1.0, 2.0), trials=10**6, seed=2, confidence=CONFIDENCE)
     print("\n" + format_table(results))
     for r in results:
         assert not r.violation, r.text()
-        assert r.lower_bound >= 0.8 * r.declared_epsilon, r.text()
+        eps = r.declared_epsilon
+        assert r.lower_bound >= min(0.8 * eps, eps - 0.07), r.text()
         assert r.null_control < 0.05
 
 
