@@ -199,15 +199,23 @@ def _pool(m: Mechanism, rows: Sequence[Tally]) -> tuple[npt.NDArray[np.int64], i
 
 
 def assess(
-    m: Mechanism, latest: Tally, earlier: Sequence[Tally] = (), policy: Policy = Policy()
+    m: Mechanism,
+    latest: Tally,
+    earlier: Sequence[Tally] = (),
+    policy: Policy = Policy(),
+    *,
+    earlier_epochs: int | None = None,
 ) -> Signals:
     """Every signal for a window made of ``earlier`` epochs and the ``latest`` one.
 
     Each tally is (vector, n); epochs without reports are left out by the caller.
+    ``earlier_epochs``: ``earlier`` is one tally pooling that many epochs (a
+    window too long to keep each epoch): same signals, no robust estimate.
     """
     rows = [*(r for r in earlier if r[1] > 0), latest]
+    count = len(rows) if earlier_epochs is None else len(rows) - 1 + earlier_epochs
     total, n = _pool(m, rows)
-    window = shares(m, total, n, len(rows))
+    window = shares(m, total, n, count)
     k = len(window.value)
     z_imp = policy.quantile(policy.alpha_impossible, 2 * k)
     now = shares(m, latest[0], int(latest[1]))
@@ -217,16 +225,16 @@ def assess(
     fall: tuple[int, ...] = ()
     if len(rows) > 1:
         before_t, before_n = _pool(m, rows[:-1])
-        before = shares(m, before_t, before_n, len(rows) - 1)
+        before = shares(m, before_t, before_n, count - 1)
         z = (now.value - before.value) / np.sqrt(now.stderr**2 + before.stderr**2)
         drift = tuple(float(x) for x in z)
         rise = tuple(int(i) for i in np.flatnonzero(z > policy.quantile(policy.alpha_rise, k)))
         fall = tuple(int(i) for i in np.flatnonzero(z < -policy.quantile(policy.alpha_fall, k)))
     robust = None
     cells = len(rows) * m.num_counters
-    if policy.robust_min_epochs <= len(rows) <= policy.robust_max_epochs and (
-        cells <= policy.robust_max_cells
-    ):
+    if earlier_epochs is None and policy.robust_min_epochs <= len(rows) <= (
+        policy.robust_max_epochs
+    ) and cells <= policy.robust_max_cells:
         per = np.array([shares(m, v, int(c)).value for v, c in rows])
         robust = tuple(float(x) for x in np.median(per, axis=0))
     return Signals(
@@ -249,20 +257,31 @@ def _labels(spec: MetricSpec) -> list[str]:
 
 def estimate_signals(
     spec: MetricSpec,
-    total: Sequence[int],
+    total: Sequence[int] | npt.NDArray[Any],
     n: int,
-    per_epoch: Sequence[tuple[int, Sequence[int], int]] = (),
+    per_epoch: Sequence[tuple[int, Sequence[int] | npt.NDArray[Any], int]] = (),
     refused: int = 0,
+    *,
+    latest: Tally | None = None,
+    epochs: int = 1,
 ) -> dict[str, Any]:
     """The signals of a metric's window as JSON, plus ``signals_flagged``; nothing fires
     on a suppressed window (too few reports to say anything).
 
     ``per_epoch`` rows are (epoch, tallies, n) in epoch order; without them the
-    window is one epoch (no drift, no robust estimate).  ``refused``: reports the
-    collector refused as implausible in the window (a reason of its own).
+    window is one epoch (no drift, no robust estimate), unless ``latest`` (the
+    last epoch's tally) and ``epochs`` (epochs with data in the window) are
+    given: then the earlier epochs are pooled (drift, no robust estimate).
+    ``refused``: reports the collector refused as implausible in the window (a
+    reason of its own).
     """
     labels = _labels(spec)
     rows = [(v, c) for _, v, c in per_epoch if c > 0] or ([(total, n)] if n > 0 else [])
+    pooled: int | None = None
+    if not per_epoch and latest is not None and epochs > 1 and n > 0:
+        vector, count = latest
+        earlier = np.asarray(total, dtype=np.int64) - np.asarray(vector, dtype=np.int64)
+        rows, pooled = [(earlier, n - int(count)), latest], epochs - 1
     if not rows or n < spec.min_reports:
         return {
             "summary": None,
@@ -272,7 +291,7 @@ def estimate_signals(
             "robust": None,
             "signals_flagged": False,
         }
-    signals = assess(spec.build(), rows[-1], rows[:-1])
+    signals = assess(spec.build(), rows[-1], rows[:-1], earlier_epochs=pooled)
     out = {**signals.to_json(labels), "signals_flagged": signals.flagged}
     if refused:
         out["reasons"] = [f"{refused} implausible report(s) refused", *out["reasons"]]
