@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_BOUND", "Page", "ReadBound", "next_link", "plan_page", "too_
 class ReadBound:
     """Most counters x epochs one request reads, and most epochs per series page."""
 
-    max_counters: int = 1 << 19
+    max_counters: int = 1 << 17
     max_page: int = 1000
 
     def fits(self, counters: int, epochs: int) -> bool:

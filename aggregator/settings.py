@@ -46,7 +46,7 @@ class Settings(ServerSettings):
     """Read by the aggregator only to refuse an analyst key that is also an ingest key."""
     max_epochs: int = Field(default=10_000, ge=1, le=1_000_000)
     """Largest window of a query, in epochs."""
-    max_read_counters: int = Field(default=1 << 19, ge=1024, le=1 << 30)
+    max_read_counters: int = Field(default=1 << 17, ge=1024, le=1 << 30)
     """Counters x epochs one request reads (a window or a series page); more: window_too_costly."""
     series_page_epochs: int = Field(default=1000, ge=1, le=100_000)
     """Most epochs per page of a series (series=epoch&limit=&cursor=, next link)."""
