@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -110,7 +110,3 @@ async def read_window(
             kept.append((epoch, vector, count))
     return WindowTallies(tuple(found), total, n, latest, tuple(kept))
 
-
-def as_ints(vector: Any) -> tuple[int, ...]:
-    """A tally vector as plain ints."""
-    return tuple(int(x) for x in vector)

@@ -169,12 +169,14 @@ async def dashboard(
     q = DashboardQuery(metric or None, since or None, start or None, end or None, confidence,
                        a or None, b or None, value)
     specs = (await store.list_metrics())[:MAX_METRICS]
-    # One page load reads at most what one request may: shared among the metrics drawn.
+    # One page load reads at most what one request may, shared among the metrics
+    # drawn; a chosen metric (``metric=``) gets a whole request's worth of its own.
     share = replace(settings.read_bound,
                     max_counters=settings.max_read_counters // max(1, len(specs)))
     bodies, extras, problems = [], {}, []
     for spec in specs:
-        body, error = await _body(store, spec, q, settings.max_epochs, share)
+        bound = settings.read_bound if spec.name == q.metric else share
+        body, error = await _body(store, spec, q, settings.max_epochs, bound)
         if error and error not in problems:
             problems.append(error)
         bodies.append(body)
@@ -182,7 +184,7 @@ async def dashboard(
         if q.metric == spec.name and threshold_error:
             extra += notice(f"Cannot compare: {threshold_error}", "problem")
         elif q.metric == spec.name and (q.a or q.threshold is not None):
-            extra += await _answer(store, spec, q, settings.max_epochs, share)
+            extra += await _answer(store, spec, q, settings.max_epochs, bound)
         extras[spec.name] = extra
     shown = [b for b in bodies if q.metric in (None, b["metric"])]
     if q.metric and not shown:

@@ -223,3 +223,15 @@ def test_event_loop_answers_healthz_during_a_heavy_request(services: dict[str, A
     assert done["response"].json()["window"]["epochs"] == HEAVY[1]
     assert len(latencies) >= 5, (done["seconds"], latencies)
     assert max(latencies) < done["seconds"] / 4, (done["seconds"], max(latencies))
+
+
+def test_dashboard_shares_the_bound_among_its_metrics(services: dict[str, Any]) -> None:
+    """Three metrics share 1024 counter-epochs (341 each): "long" (4 x 40) is drawn,
+    "wide" (64 x 20) says why its window estimate is not computed; the page answers."""
+    page = _get(services["small"], "/")
+    assert page.status_code == 200
+    text = page.text
+    assert text.count("Suppressed: not computed") == 2  # wide and heavy
+    assert "at most 341" in text and "at most 1024" not in text
+    chosen = _get(services["small"], "/", metric="wide").text
+    assert "at most 1024 (LDP_MAX_READ_COUNTERS)" in chosen
