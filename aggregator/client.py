@@ -15,7 +15,13 @@ when pandas is installed.  It needs no server extra: urllib and json only.
 "'android' is larger than 'ios'"
 
 Errors are ``ApiError`` with the server's problem+json ``code`` (e.g.
-``bad_date``, ``unknown_metric``) and its message.
+``bad_date``, ``unknown_metric``, ``window_too_costly``) and its message.
+
+A series comes from the server in pages (each one bounded request); the
+client follows every ``next`` link (the body's ``page.next``, or the
+``Link: <...>; rel="next"`` header of CSV and JSON lines) and hands back the
+whole series, as one body or one text, exactly as if it were one answer.
+``limit=`` sets the page size.
 """
 
 from __future__ import annotations
@@ -57,9 +63,21 @@ class Client:
     timeout: float = 30.0
 
     def _get(self, path: str, params: dict[str, Any], accept: str) -> bytes:
+        return self._fetch(self._url(path, params), accept)[0]
+
+    def _url(self, path: str, params: dict[str, Any]) -> str:
         query = {k: _param(v) for k, v in params.items() if v is not None and v is not False}
-        url = self.base_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(query) if query
-                                                  else "")
+        return self.base_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(query) if query
+                                                   else "")
+
+    def _follow(self, link: str) -> str:
+        """The absolute URL of a next link (a path and query on this server)."""
+        if not link.startswith("/"):
+            raise ApiError(0, "bad_link", f"a next link must be a path on this server: {link!r}")
+        return self.base_url.rstrip("/") + link
+
+    def _fetch(self, url: str, accept: str) -> tuple[bytes, str | None]:
+        """The body of a GET and its ``Link: <...>; rel="next"`` target (or None)."""
         if not url.startswith(("http://", "https://")):
             raise ApiError(0, "bad_url", f"not an http(s) URL: {self.base_url!r}")
         req = urllib.request.Request(url)  # noqa: S310 -- http(s) checked above
@@ -68,7 +86,7 @@ class Client:
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
                 body: bytes = resp.read()
-                return body
+                return body, _next_link(resp.headers.get("Link"))
         except urllib.error.HTTPError as exc:
             try:
                 problem = json.loads(exc.read())
@@ -101,24 +119,44 @@ class Client:
         series: bool = False,
         version: int | None = None,
         frame: bool = False,
+        limit: int | None = None,
     ) -> Any:
         """The estimate (a dict), or with ``frame=True`` its rows as a DataFrame.
 
         ``start``/``end``: epoch numbers or UTC dates ("2026-11-01"); ``since``: "7d".
+        ``series=True``: every page of the series, joined (``limit``: epochs per page).
         """
         params: dict[str, Any] = {
             "start": start, "end": end, "since": since, "confidence": confidence,
             "consistent": consistent, "series": "epoch" if series else None,
-            "version": version,
+            "version": version, "limit": limit if series else None,
         }
         if frame:
             return rows_frame(self.estimate_text(name, "csv", **params))
-        return self.get_json(f"/v1/estimates/{urllib.parse.quote(name)}", **params)
+        return self.pages(f"/v1/estimates/{urllib.parse.quote(name)}", **params)
+
+    def pages(self, path: str, **params: Any) -> Any:
+        """A GET of an estimate with every page of its series joined into one body."""
+        body, link = self._fetch(self._url(path, params), "application/json")
+        out: Any = json.loads(body)
+        while link is not None:
+            raw, link = self._fetch(self._follow(link), "application/json")
+            out["series"].extend(json.loads(raw)["series"])
+        if isinstance(out, dict) and isinstance(out.get("page"), dict):
+            out["page"].update(next=None, next_cursor=None, epochs=len(out["series"]))
+        return out
 
     def estimate_text(self, name: str, fmt: str = "csv", **params: Any) -> str:
-        """The estimate's rows as CSV or JSON lines text (``fmt``: csv | jsonl)."""
+        """The estimate's rows as CSV or JSON lines text (``fmt``: csv | jsonl), every
+        page of a series included (one CSV header)."""
         path = f"/v1/estimates/{urllib.parse.quote(name)}"
-        return self._get(path, {**params, "format": fmt}, "*/*").decode()
+        raw, link = self._fetch(self._url(path, {**params, "format": fmt}), "*/*")
+        parts = [raw.decode()]
+        while link is not None:
+            raw, link = self._fetch(self._follow(link), "*/*")
+            text = raw.decode()
+            parts.append(text.split("\n", 1)[1] if fmt == "csv" else text)
+        return "".join(parts)
 
     def rows(self, name: str, **params: Any) -> list[dict[str, str]]:
         """The estimate's CSV rows as plain dicts (strings, as in the file)."""
@@ -130,6 +168,21 @@ class Client:
             f"/v1/estimates/{urllib.parse.quote(name)}/compare", **params
         )
         return out
+
+
+def _next_link(header: str | None) -> str | None:
+    """The target of ``rel="next"`` in a Link header (RFC 8288), else None.
+
+    >>> _next_link('</v1/estimates/os?series=epoch&cursor=9>; rel="next"')
+    '/v1/estimates/os?series=epoch&cursor=9'
+    >>> _next_link(None) is None
+    True
+    """
+    for part in (header or "").split(","):
+        target, _, rel = part.partition(";")
+        if rel.replace(" ", "").lower() in ('rel="next"', "rel=next"):
+            return target.strip().removeprefix("<").removesuffix(">")
+    return None
 
 
 def _param(value: Any) -> str:

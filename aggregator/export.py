@@ -126,9 +126,11 @@ def rows(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         "epsilon": body.get("epsilon"),
     }
     window = body.get("window") or {}
-    parts: list[tuple[Mapping[str, Any], str, int | None, int | None, int | None]] = [
-        (body, "window", None, window.get("first_epoch"), window.get("last_epoch"))
-    ]
+    # A series page after the first carries points only (no window row).
+    parts: list[tuple[Mapping[str, Any], str, int | None, int | None, int | None]] = (
+        [(body, "window", None, window.get("first_epoch"), window.get("last_epoch"))]
+        if "n" in body else []
+    )
     parts += [(p, "epoch", p["epoch"], p["epoch"], p["epoch"]) for p in body.get("series") or []]
     for part, scope, epoch, first, last in parts:
         head = {

@@ -8,15 +8,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from starlette.concurrency import run_in_threadpool
+
 from aggregator.decide import decide
-from aggregator.poisoning import estimate_signals
+from aggregator.paging import DEFAULT_BOUND, Page, ReadBound, plan_page, too_costly
+from aggregator.poisoning import Policy, estimate_signals
 from aggregator.problems import Problem
 from aggregator.views import EstimateOptions, estimate_json, metric_facts
-from aggregator.window import TallyReader, WindowTooLarge, read_window
+from aggregator.window import (
+    TallyReader,
+    WindowTallies,
+    WindowTooLarge,
+    epochs_in_window,
+    read_window,
+)
 from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core.metric import NAME_PATTERN, MetricSpec
 
-__all__ = ["MetricReader", "compare", "estimate_response", "load_spec", "poisoning"]
+__all__ = [
+    "MetricReader",
+    "compare",
+    "estimate_response",
+    "load_spec",
+    "poisoning",
+    "signals_json",
+]
 
 
 class MetricReader(TallyReader, Protocol):
@@ -54,37 +70,107 @@ async def estimate_response(
     options: EstimateOptions,
     series: bool,
     max_epochs: int,
+    bound: ReadBound = DEFAULT_BOUND,
+    limit: int | None = None,
+    cursor: int | None = None,
+    tail: int | None = None,
 ) -> dict[str, Any]:
-    """The JSON of GET /v1/estimates/{name}."""
+    """The JSON of GET /v1/estimates/{name}: the window's estimate, and with ``series``
+    one page of per-epoch points (``limit`` epochs from ``cursor``, or the last
+    ``tail``); ``page`` says where the next page starts.
+
+    Bounded work (``bound``): a window estimate reads counters x epochs, refused
+    past the bound (422 ``window_too_costly``) unless a series is asked: then the
+    first page says why the window's estimate is withheld (``suppressed``) and
+    the points are still served, page by page.  Pages after the first
+    (``cursor``) carry the points only.  The arithmetic runs in a worker thread.
+    """
     _check_window(start, end)
     try:
-        window = await read_window(store, spec, start, end, max_epochs)
+        epochs = await epochs_in_window(store, spec, start, end, max_epochs)
     except WindowTooLarge as exc:
         raise Problem(422, "window_too_large", str(exc)) from None
+    size = spec.build().num_counters
+    whole = bound.fits(size, len(epochs))
+    if not series and not whole:
+        raise Problem(422, "window_too_costly", too_costly(bound, size, len(epochs)))
+    page: Page | None = None
+    if series:
+        most = bound.page_limit(size, limit)
+        page = (
+            Page(tuple(epochs[-min(tail, most):]), None) if tail else
+            plan_page(epochs, cursor, most)
+        )
+    points = set(page.epochs) if page else set()
     out = metric_facts(spec)
-    out["window"] = {
+    out["window"] = _window_json(start, end, epochs)
+    out["confidence"] = options.confidence
+    if cursor is None and whole:
+        robust = Policy()
+        each = len(epochs) <= robust.robust_max_epochs and (
+            size * len(epochs) <= robust.robust_max_cells
+        )
+        read = await read_window(store, spec, epochs, set(epochs) if each else points)
+        out["window"] = _window_json(start, end, read.epochs)
+        refused = sum((await store.read_flags(spec, read.epochs)).values()) if read.epochs else 0
+        out.update(await run_in_threadpool(_window_body, spec, read, options, refused, each))
+        kept = [row for row in read.kept if row[0] in points]
+    else:
+        if cursor is None:
+            n = sum((await store.read_counts(spec, epochs)).values())
+            out.update(n=n, suppressed=True, estimate=None, poisoning=None,
+                       reason="not computed: " + too_costly(bound, size, len(epochs)))
+        read = await read_window(store, spec, sorted(points), points)
+        kept = list(read.kept)
+    if page is not None:
+        out["series"] = await run_in_threadpool(_points, spec, kept, options)
+        out["page"] = {
+            "limit": bound.page_limit(size, limit),
+            "cursor": cursor,
+            "epochs": len(page.epochs),
+            "next_cursor": page.next_cursor,
+        }
+    return out
+
+
+def _window_json(start: int | None, end: int | None, epochs: Sequence[int]) -> dict[str, Any]:
+    return {
         "start": start,
         "end": end,
-        "epochs": len(window.epochs),
-        "first_epoch": window.epochs[0] if window.epochs else None,
-        "last_epoch": window.epochs[-1] if window.epochs else None,
+        "epochs": len(epochs),
+        "first_epoch": epochs[0] if epochs else None,
+        "last_epoch": epochs[-1] if epochs else None,
     }
-    out["confidence"] = options.confidence
+
+
+def _window_body(
+    spec: MetricSpec, read: WindowTallies, options: EstimateOptions, refused: int, each: bool
+) -> dict[str, Any]:
+    """The window's estimate and poisoning signals (CPU: run in a worker thread)."""
+    total = tuple(int(x) for x in read.total)
     # The whole window: a memoised metric's stderr counts the epochs with data.
-    out.update(estimate_json(spec, window.total, window.n, options, epochs=len(window.epochs)))
-    out["poisoning"] = await poisoning(
-        store, spec, window.epochs, window.total, window.n, per_epoch=window.per_epoch
+    out = estimate_json(spec, total, read.n, options, epochs=len(read.epochs))
+    out["poisoning"] = signals_json(
+        spec, read.total, read.n, refused,
+        per_epoch=read.kept if each else (), latest=read.latest, epochs=len(read.epochs),
     )
-    if series:
-        out["series"] = [
-            {
-                "epoch": epoch,
-                "start_time": epoch * spec.epoch_seconds,
-                **estimate_json(spec, vector, n, options),
-            }
-            for epoch, vector, n in window.per_epoch
-        ]
     return out
+
+
+def _points(
+    spec: MetricSpec,
+    rows: Sequence[tuple[int, Sequence[int] | Any, int]],
+    options: EstimateOptions,
+) -> list[dict[str, Any]]:
+    """One estimate per epoch (CPU: run in a worker thread)."""
+    return [
+        {
+            "epoch": epoch,
+            "start_time": epoch * spec.epoch_seconds,
+            **estimate_json(spec, tuple(int(x) for x in vector), n, options),
+        }
+        for epoch, vector, n in rows
+    ]
 
 
 async def poisoning(
@@ -98,20 +184,38 @@ async def poisoning(
 ) -> dict[str, Any]:
     """Signs of lying clients in the window (local DP cannot stop them; it can show them).
 
-    ``implausible_reports``: reports the collector refused because no honest
-    device produces them (e.g. far too many set bits in a unary report).
-    ``tally_sum_z``: for unary encodings, the z-score of the total number of set
-    bits against the honest law; crafted reports that pass the per-report check
-    still shift it.  The estimate's own signals (impossible shares, drift of
-    the latest epoch, robust estimate; ``aggregator.poisoning``) are added from
-    ``per_epoch`` (the window's (epoch, tallies, n)) or, without it, from the
-    total alone.  ``flagged`` when any fires.
+    Reads the implausible-report flags of ``epochs``, then ``signals_json``.
     """
     refused = sum((await store.read_flags(spec, epochs)).values()) if epochs else 0
-    z = count_sum_z(spec.build(), list(total), n) if n else None
+    return signals_json(spec, total, n, refused, per_epoch=per_epoch)
+
+
+def signals_json(
+    spec: MetricSpec,
+    total: Sequence[int] | Any,
+    n: int,
+    refused: int,
+    *,
+    per_epoch: Sequence[tuple[int, Sequence[int] | Any, int]] = (),
+    latest: tuple[Any, int] | None = None,
+    epochs: int = 1,
+) -> dict[str, Any]:
+    """The ``poisoning`` member of an estimate.
+
+    ``implausible_reports`` (``refused``): reports the collector refused
+    because no honest device produces them (e.g. far too many set bits in a
+    unary report).  ``tally_sum_z``: for unary encodings, the z-score of the
+    total number of set bits against the honest law; crafted reports that
+    pass the per-report check still shift it.  The estimate's own signals
+    (impossible shares, drift of the latest epoch, robust estimate;
+    ``aggregator.poisoning``) come from ``per_epoch`` (the window's (epoch,
+    tallies, n)), or from ``latest`` and the count of ``epochs`` (no robust
+    estimate), or from the total alone.  ``flagged`` when any fires.
+    """
+    z = count_sum_z(spec.build(), [int(x) for x in total], n) if n else None
     flagged = refused > 0 or (z is not None and abs(z) > SUM_Z_FLAG)
     out: dict[str, Any] = {"implausible_reports": refused, "tally_sum_z": z}
-    out.update(estimate_signals(spec, total, n, per_epoch, refused))
+    out.update(estimate_signals(spec, total, n, per_epoch, refused, latest=latest, epochs=epochs))
     out["flagged"] = flagged or out.pop("signals_flagged")
     return out
 
@@ -137,6 +241,7 @@ async def compare(
     end: int | None,
     confidence: float,
     max_epochs: int,
+    bound: ReadBound = DEFAULT_BOUND,
 ) -> dict[str, Any]:
     """The JSON of GET /v1/estimates/{name}/compare."""
     categorical = spec.kind == "categorical"
@@ -160,6 +265,7 @@ async def compare(
         options=EstimateOptions(confidence),
         series=False,
         max_epochs=max_epochs,
+        bound=bound,
     )
     out: dict[str, Any] = {
         k: body[k]

@@ -12,6 +12,8 @@ The aggregator reads Redis and never writes it.  Environment variables:
 ``LDP_ANALYST_KEYS`` (comma-separated; ``Authorization: Bearer <key>``),
 ``LDP_ENV`` (dev | prod), ``LDP_DATA_DIR`` (unused here, accepted),
 ``LDP_REDIS_TIMEOUT_SECONDS``, ``LDP_MAX_EPOCHS`` (largest window in epochs),
+``LDP_MAX_READ_COUNTERS`` (counters x epochs one request reads),
+``LDP_SERIES_PAGE_EPOCHS`` (most points per series page),
 ``LDP_CORS_ORIGINS`` (comma-separated origins whose pages may call the API with
 an analyst key; empty, the default, sends no CORS header at all).  The shared
 fields and checks are ``ldp_server.settings.ServerSettings``'.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
+from aggregator.paging import ReadBound
 from ldp_server.settings import Role, ServerSettings, split_keys
 
 __all__ = ["Settings"]
@@ -43,6 +46,15 @@ class Settings(ServerSettings):
     """Read by the aggregator only to refuse an analyst key that is also an ingest key."""
     max_epochs: int = Field(default=10_000, ge=1, le=1_000_000)
     """Largest window of a query, in epochs."""
+    max_read_counters: int = Field(default=1 << 17, ge=1024, le=1 << 30)
+    """Counters x epochs one request reads (a window or a series page); more: window_too_costly."""
+    series_page_epochs: int = Field(default=1000, ge=1, le=100_000)
+    """Most epochs per page of a series (series=epoch&limit=&cursor=, next link)."""
+
+    @property
+    def read_bound(self) -> ReadBound:
+        """What one request may read (``aggregator.paging``)."""
+        return ReadBound(self.max_read_counters, self.series_page_epochs)
 
     def unsafe(self) -> list[str]:
         return [] if self.keys() else ["LDP_ANALYST_KEYS is empty"]

@@ -2,19 +2,33 @@
 
 The store keeps one tally vector per (metric, version, epoch, shard) and its
 read side already sums the shards; here the epochs of the window are summed
-too, and each epoch is kept apart for the per-epoch series.  Reading is the
-only thing this module does to Redis.
+too, one epoch in memory at a time, and only the epochs asked for (a series
+page, the robust estimate) are kept apart.  Reading is the only thing this
+module does to Redis; what a request may read is bounded by the caller
+(``aggregator.paging``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from ldp_core.metric import MetricSpec
 
-__all__ = ["TallyReader", "WindowTallies", "WindowTooLarge", "read_window", "select_epochs"]
+__all__ = [
+    "TallyReader",
+    "WindowTallies",
+    "WindowTooLarge",
+    "epochs_in_window",
+    "read_window",
+    "select_epochs",
+]
+
+Vector = npt.NDArray[np.int64]
 
 
 class TallyReader(Protocol):
@@ -22,25 +36,30 @@ class TallyReader(Protocol):
 
     async def epochs_with_data(self, spec: MetricSpec) -> list[int]: ...
 
-    async def read_tallies(
-        self, spec: MetricSpec, epochs: Sequence[int]
-    ) -> Mapping[int, tuple[Sequence[int], int]]: ...
+    def read_vectors(
+        self, spec: MetricSpec, epochs: Iterable[int]
+    ) -> AsyncIterator[tuple[int, Vector, int]]: ...
+
+    async def read_counts(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]: ...
 
 
 class WindowTooLarge(ValueError):
     """The window holds more epochs with data than the server reads at once."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WindowTallies:
-    """Tallies of a window: the sum, and each epoch with data on its own."""
+    """Tallies of the epochs read: the sum, the latest epoch, and the epochs kept.
 
-    start: int | None
-    end: int | None
+    ``epochs`` are those with reports; ``kept`` holds (epoch, vector, n) of the
+    epochs asked to be kept, in order; ``latest`` the last epoch read.
+    """
+
     epochs: tuple[int, ...]
-    total: tuple[int, ...]
+    total: Vector
     n: int
-    per_epoch: tuple[tuple[int, tuple[int, ...], int], ...]
+    latest: tuple[Vector, int] | None
+    kept: tuple[tuple[int, Vector, int], ...]
 
 
 def select_epochs(epochs: Sequence[int], start: int | None, end: int | None) -> list[int]:
@@ -54,43 +73,40 @@ def select_epochs(epochs: Sequence[int], start: int | None, end: int | None) -> 
     )
 
 
-async def read_window(
-    reader: TallyReader,
-    spec: MetricSpec,
-    start: int | None,
-    end: int | None,
-    max_epochs: int,
-) -> WindowTallies:
-    """Sum the tallies of every epoch with data in [start, end)."""
+async def epochs_in_window(
+    reader: TallyReader, spec: MetricSpec, start: int | None, end: int | None, max_epochs: int
+) -> list[int]:
+    """The epochs with data in [start, end), sorted; WindowTooLarge past ``max_epochs``."""
     epochs = select_epochs(await reader.epochs_with_data(spec), start, end)
     if len(epochs) > max_epochs:
         raise WindowTooLarge(
             f"the window holds {len(epochs)} epochs with data; at most {max_epochs} are read "
             "at once: narrow start/end"
         )
+    return epochs
+
+
+async def read_window(
+    reader: TallyReader, spec: MetricSpec, epochs: Sequence[int], keep: Collection[int] = ()
+) -> WindowTallies:
+    """Sum the tallies of ``epochs``; keep the vectors of the epochs in ``keep``."""
     size = spec.build().num_counters
-    total = [0] * size
+    total = np.zeros(size, dtype=np.int64)
     n = 0
-    rows: list[tuple[int, tuple[int, ...], int]] = []
-    found = await reader.read_tallies(spec, epochs) if epochs else {}
-    for epoch in epochs:
-        if epoch not in found:
-            continue
-        vector, count = found[epoch]
+    found: list[int] = []
+    kept: list[tuple[int, Vector, int]] = []
+    latest: tuple[Vector, int] | None = None
+    async for epoch, vector, count in reader.read_vectors(spec, epochs):
         if len(vector) != size:
             raise ValueError(
                 f"epoch {epoch} of {spec.name} v{spec.version} has {len(vector)} counters, "
                 f"expected {size}"
             )
-        for i, value in enumerate(vector):
-            total[i] += int(value)
-        n += int(count)
-        rows.append((epoch, tuple(int(v) for v in vector), int(count)))
-    return WindowTallies(
-        start=start,
-        end=end,
-        epochs=tuple(e for e, _, _ in rows),
-        total=tuple(total),
-        n=n,
-        per_epoch=tuple(rows),
-    )
+        total += vector
+        n += count
+        found.append(epoch)
+        latest = (vector, count)
+        if epoch in keep:
+            kept.append((epoch, vector, count))
+    return WindowTallies(tuple(found), total, n, latest, tuple(kept))
+

@@ -29,7 +29,7 @@ from typing import Any
 from client_sdk._device import mechanism_fingerprint
 from ldp_core.metric import MetricSpec
 
-__all__ = ["Catalog", "load_bundle"]
+__all__ = ["Catalog", "bundle_issuer_keys", "load_bundle"]
 
 log = logging.getLogger("client_sdk")
 
@@ -179,3 +179,25 @@ def load_bundle(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise ConfigError(f"metric catalog {os.fspath(path)!r} is not a list of specs"
                           " (nor {\"metrics\": [...]})")
     return metrics
+
+
+def bundle_issuer_keys(path: str | os.PathLike[str]) -> list[str]:
+    """The pinned issuer key ids of a catalog file (``"issuer_keys": [...]``), if any.
+
+    >>> import json, tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+    ...     json.dump({"metrics": [], "issuer_keys": ["ab" * 32]}, f)
+    >>> bundle_issuer_keys(f.name) == ["ab" * 32]
+    True
+    """
+    from client_sdk._errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as src:
+            data = json.load(src)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the metric catalog {os.fspath(path)!r}: {exc}") from None
+    keys = data.get("issuer_keys", []) if isinstance(data, dict) else []
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ConfigError(f"issuer_keys of {os.fspath(path)!r} must be a list of key ids")
+    return keys

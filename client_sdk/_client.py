@@ -41,6 +41,8 @@ What ``record`` does, in order (none of it touches the network):
 A wrong ingest key (401/403) is a configuration error: logged at ERROR with the
 URL and the reason (never the key), counted in ``counters().config_errors``;
 the reports stay in the spool and are retried, and ``flush()`` returns False.
+So is a token issuer key that the app has not pinned (``issuer_keys``,
+``client_sdk._pins``): ``config_errors["issuer_key_unpinned"]``, reports kept.
 
 The ledger charges the mechanism's declared epsilon (an upper bound on the
 epsilon its integer thresholds implement), and sums are rounded up.  A unit
@@ -68,7 +70,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from client_sdk._catalog import Catalog, load_bundle
+from client_sdk._catalog import Catalog, bundle_issuer_keys, load_bundle
 from client_sdk._config import Connection, DeliveryConfig, HoldConfig, PrivacyCaps
 from client_sdk._device import (
     DeviceState,
@@ -79,6 +81,7 @@ from client_sdk._device import (
 )
 from client_sdk._hold import Holder
 from client_sdk._ledger import SqliteLedger
+from client_sdk._pins import IssuerPins
 from client_sdk._pipeline import Pipeline
 from client_sdk._record import Sampler, build_report, record_into
 from client_sdk._results import (
@@ -117,7 +120,12 @@ class Client:
     caps              ``PrivacyCaps``: specs above them are refused (default: epsilon 4
                       per report, epsilon_inf 8)
     metrics           the catalog bundled with the app: spec JSON objects, or the path
-                      of a JSON file (``{"metrics": [...]}`` as GET /v1/metrics answers)
+                      of a JSON file (``{"metrics": [...]}`` as GET /v1/metrics answers,
+                      optionally with ``"issuer_keys": [...]``)
+    issuer_keys       key ids (SHA-256 hex) of the token issuer keys the app accepts,
+                      joined with the bundle's and ``$LDP_ISSUER_KEYS``; a key not
+                      pinned is refused (``client_sdk._pins``); none pinned: any key,
+                      with one WARNING
     hold              ``HoldConfig``: values of metrics unknown before the first fetch
     strict            True: ``record`` raises ValueError for a value outside the domain
                       (default: refused as ``invalid_value``, numbers clamped)
@@ -140,6 +148,7 @@ class Client:
         lifetime_budgets: Mapping[str, float] | None = None,
         caps: PrivacyCaps | None = None,
         metrics: Iterable[dict[str, Any]] | str | os.PathLike[str] | None = None,
+        issuer_keys: Iterable[str] | None = None,
         hold: HoldConfig | None = None,
         strict: bool = False,
         allow_http: bool = False,
@@ -148,8 +157,11 @@ class Client:
     ) -> None:
         where = Connection.resolve(url, api_key, state_dir)
         check_url(where.url, allow_http=allow_http)
+        pinned = list(issuer_keys or ())
         if isinstance(metrics, str | os.PathLike):
+            pinned += bundle_issuer_keys(metrics)
             metrics = load_bundle(metrics)
+        pins = IssuerPins.of(pinned)
         self.url = where.url
         self.state_dir = where.state_dir
         self._strict = strict
@@ -184,7 +196,7 @@ class Client:
         store = Store(self._state_dir / SPOOL_FILE, max_reports=self.config.max_reports,
                       max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(where.url, where.api_key, store, catalog, self._guard,
-                                  self.config, background=background)
+                                  self.config, background=background, pins=pins)
         self._ledger = SqliteLedger(store)
         if self._opted_out:
             self._pipeline.stop()
@@ -297,9 +309,12 @@ class Client:
         if self._pipeline is None:
             return Counters()
         held = len(self._holder)
-        errors = {"invalid_key": self._guard.rejections} if self._guard.rejections else {}
-        return dataclasses.replace(self._pipeline.counters(), clamped=self._tally["clamped"],
-                                   held=held, config_errors=errors)
+        counts = self._pipeline.counters()
+        errors = dict(counts.config_errors)
+        if self._guard.rejections:
+            errors["invalid_key"] = self._guard.rejections
+        return dataclasses.replace(counts, clamped=self._tally["clamped"], held=held,
+                                   config_errors=errors)
 
     # -- privacy -----------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from client_sdk._config import DeliveryConfig, PrivacyCaps
 from client_sdk._device import SECRET_BYTES, DeviceState, make_private_dir, tighten_files
 from client_sdk._errors import ConfigError
 from client_sdk._ledger import MemoryLedger
+from client_sdk._pins import IssuerPins
 from client_sdk._pipeline import Pipeline
 from client_sdk._record import Sampler, build_report, record_into
 from client_sdk._results import Counters, PrivacyReport, RecordResult
@@ -73,6 +74,7 @@ class Fleet:
         lifetime_budgets: Mapping[str, float] | None = None,
         caps: PrivacyCaps | None = None,
         metrics: Iterable[dict[str, Any]] | None = None,
+        issuer_keys: Iterable[str] | None = None,
         clock: Callable[[], float] = time.time,
         rng: Rng | None = None,
     ) -> None:
@@ -90,7 +92,8 @@ class Fleet:
         store = Store(None if folder is None else folder / "fleet-spool.sqlite3",
                       max_reports=self.config.max_reports, max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
-                                  self.config, background=background)
+                                  self.config, background=background,
+                                  pins=IssuerPins.of(issuer_keys))
         self._pipeline.tokens.ahead = False  # simulated devices ask only for what they send
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})

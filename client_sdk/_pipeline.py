@@ -41,6 +41,7 @@ from client_sdk._catalog import Catalog
 from client_sdk._config import DeliveryConfig
 from client_sdk._device import Outcome
 from client_sdk._hooks import LIVE
+from client_sdk._pins import IssuerPins
 from client_sdk._results import Counters
 from client_sdk._sender import USER_AGENT, Sender
 from client_sdk._store import Row, Store
@@ -70,6 +71,7 @@ class Pipeline(Sender):
         *,
         background: bool,
         fetch_metrics: bool = True,
+        pins: IssuerPins | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self._api_key = api_key
@@ -82,6 +84,7 @@ class Pipeline(Sender):
         self.tokens = TokenManager(
             store, transport, self.url,
             lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": USER_AGENT},
+            pins=pins,
         )
         self._init_state()
         self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (
@@ -195,6 +198,9 @@ class Pipeline(Sender):
                 refused=dict(self._refused),
                 batches=self._tally["batches"],
                 retries=self._tally["retries"],
+                config_errors=(
+                    {"issuer_key_unpinned": self.tokens.unpinned} if self.tokens.unpinned else {}
+                ),
             )
 
     def _pending_locked(self) -> int:

@@ -74,7 +74,9 @@ class Counters:
     clamped     numeric values outside [lo, hi] clamped to the nearest bound (queued)
     held        values held in memory right now, waiting for the first spec fetch
     config_errors  configuration errors seen, by kind (``invalid_key``: answers 401/403;
-                the reports are kept and retried, ``flush()`` returns False)
+                ``issuer_key_unpinned``: the token issuer's key is not one the app
+                pinned; either way the reports are kept and retried, ``flush()``
+                returns False)
     """
 
     queued: int = 0

@@ -15,6 +15,11 @@ epoch): ``TokenManager.ready`` (called by the sender before each claim)
    the store *before* sending it, so a lost answer is asked again with the
    same blinded message, which the issuer signs again.
 
+The issuer's key must be pinned by the app (``client_sdk._pins``): a key that
+is not is refused before any token is asked with it (``issuer_key_unpinned``,
+a configuration error: logged at ERROR once per key, counted in
+``unpinned``); the reports wait, and the key is asked again with backoff.
+
 A unit the issuer refuses for good (``token_limit``: this install already got
 its token for the unit; ``epoch_expired``; ``unknown_metric`` ...) drops its
 waiting reports, counted in ``dropped`` under that code.  Without network,
@@ -32,6 +37,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
+from client_sdk._pins import IssuerPins
 from client_sdk._store import Store, discard
 from client_sdk._transport import Response, Transport
 from ldp_core.tokens import (
@@ -44,7 +50,7 @@ from ldp_core.tokens import (
     wire_token,
 )
 
-__all__ = ["TokenManager"]
+__all__ = ["TokenManager", "UnpinnedKey"]
 
 #: Answers worth asking again (then with backoff); any other 4xx is final.
 _RETRYABLE = frozenset({408, 425, 429})
@@ -56,6 +62,14 @@ class _Refused(Exception):
     def __init__(self, code: str) -> None:
         super().__init__(code)
         self.code = code
+
+
+class UnpinnedKey(ValueError):
+    """The issuer served a key whose id the app has not pinned."""
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"issuer key {key_id} is not pinned")
+        self.key_id = key_id
 
 
 class _Busy(ValueError):
@@ -95,8 +109,14 @@ class TokenManager:
                        "bad_unit", "bad_blinded"})
 
     def __init__(self, store: Store, transport: Transport, url: str,
-                 headers: Callable[[], dict[str, str]], *, ahead: bool = True) -> None:
+                 headers: Callable[[], dict[str, str]], *, ahead: bool = True,
+                 pins: IssuerPins | None = None) -> None:
         self.store = store
+        #: The issuer keys the app accepts (none pinned: any, with one WARNING).
+        self.pins = pins or IssuerPins(frozenset())
+        #: Times an unpinned issuer key was refused (a configuration error).
+        self.unpinned = 0
+        self._logged_keys: set[str] = set()
         #: Also ask for the next epoch of each metric (a Fleet, a simulation, does not).
         self.ahead = ahead
         self.transport = transport
@@ -124,6 +144,15 @@ class TokenManager:
                 return dropped
             try:
                 dropped = self._fetch(timeout)
+            except UnpinnedKey as exc:
+                self.unpinned += 1
+                self.failed = True  # reports wait; the key is fetched again with backoff
+                if exc.key_id not in self._logged_keys:
+                    self._logged_keys.add(exc.key_id)
+                    log.error("token issuer at %s serves key %s, which this app has not"
+                              " pinned (issuer_keys) -- configuration error; no token is asked"
+                              " or spent with it and reports are kept", self.url, exc.key_id)
+                return dropped
             except _Refused as exc:
                 log.warning("token issuer refused the request: %s (waiting reports dropped)",
                             exc.code)
@@ -187,7 +216,16 @@ class TokenManager:
             answer = self.transport.send("GET", f"{self.url}/v1/tokens/key", self._headers(),
                                          None, timeout)
             _check(answer, "GET /v1/tokens/key")
-            self._key = PublicKey.from_json(json.loads(answer.body))
+            key = PublicKey.from_json(json.loads(answer.body))
+            key_id = key.key_id.hex()
+            if not self.pins.allows(key_id):
+                raise UnpinnedKey(key_id)
+            if not self.pins.enforced and key_id not in self._logged_keys:
+                self._logged_keys.add(key_id)
+                log.warning("token issuer key %s accepted without a pin: pin it (issuer_keys)"
+                            " so that an issuer cannot give this device a key of its own",
+                            key_id)
+            self._key = key
         return self._key
 
     def _fetch(self, timeout: float) -> Counter[str]:

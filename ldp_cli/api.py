@@ -1,7 +1,9 @@
 """A small JSON-over-HTTP client for the CLI (standard library only).
 
 Errors come back as ``ApiError`` with the server's problem+json code and
-message, so the CLI can print them plainly.
+message, so the CLI can print them plainly.  A paged answer (an estimate's
+series) is followed through its ``Link: <...>; rel="next"`` headers and
+joined (``get_pages``, ``get_text``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Api", "ApiError"]
+__all__ = ["Api", "ApiError", "next_link"]
 
 
 class ApiError(RuntimeError):
@@ -52,6 +54,12 @@ class Api:
         url = self.base_url.rstrip("/") + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
+        return self._send(method, url, body, accept)[0]
+
+    def _send(
+        self, method: str, url: str, body: Any = None, accept: str = "application/json"
+    ) -> tuple[bytes, str | None]:
+        """The raw body of one request and its next-page link (a path), if any."""
         if not url.startswith(("http://", "https://")):
             raise ApiError(0, "bad_url", f"not an http(s) URL: {self.base_url!r}")
         data = None if body is None else json.dumps(body).encode()
@@ -63,7 +71,7 @@ class Api:
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
                 raw: bytes = resp.read()
-                return raw
+                return raw, next_link(resp.headers.get("Link"))
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             try:
@@ -80,12 +88,54 @@ class Api:
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
 
+    def _next(self, link: str) -> str:
+        if not link.startswith("/"):
+            raise ApiError(0, "bad_link", f"a next link must be a path on this server: {link!r}")
+        return self.base_url.rstrip("/") + link
+
+    def get_pages(self, path: str, **params: Any) -> Any:
+        """A GET whose ``series`` comes in pages: every page, joined into one body."""
+        query = {k: _param(v) for k, v in params.items() if v is not None}
+        url = self.base_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(query)
+                                                  if query else "")
+        raw, link = self._send("GET", url)
+        body = json.loads(raw)
+        while link is not None:
+            raw, link = self._send("GET", self._next(link))
+            body["series"].extend(json.loads(raw)["series"])
+        if isinstance(body, dict) and isinstance(body.get("page"), dict):
+            body["page"].update(next=None, next_cursor=None, epochs=len(body["series"]))
+        return body
+
     def get_text(self, path: str, **params: Any) -> str:
-        """A GET whose answer is text (CSV, JSON lines), decoded as UTF-8."""
-        return self.request_raw("GET", path, params=params, accept="*/*").decode()
+        """A GET whose answer is text (CSV, JSON lines), decoded as UTF-8; the pages of
+        a paged answer are joined (one CSV header)."""
+        query = {k: _param(v) for k, v in params.items() if v is not None}
+        url = self.base_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(query)
+                                                  if query else "")
+        raw, link = self._send("GET", url, accept="*/*")
+        parts = [raw.decode()]
+        while link is not None:
+            raw, link = self._send("GET", self._next(link), accept="*/*")
+            text = raw.decode()
+            parts.append(text.split("\n", 1)[1] if params.get("format") == "csv" else text)
+        return "".join(parts)
 
     def post(self, path: str, body: Any) -> Any:
         return self.request("POST", path, body=body)
+
+
+def next_link(header: str | None) -> str | None:
+    """The target of ``rel="next"`` in a Link header (RFC 8288), else None.
+
+    >>> next_link('</v1/estimates/os?series=epoch&cursor=9>; rel="next"')
+    '/v1/estimates/os?series=epoch&cursor=9'
+    """
+    for part in (header or "").split(","):
+        target, _, rel = part.partition(";")
+        if rel.replace(" ", "").lower() in ('rel="next"', "rel=next"):
+            return target.strip().removeprefix("<").removesuffix(">")
+    return None
 
 
 def _param(value: Any) -> str:

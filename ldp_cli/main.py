@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
         "with --series)",
     )
     est.add_argument("--series", action="store_true", help="also one line per epoch")
+    est.add_argument(
+        "--page-size", type=int, default=None, metavar="EPOCHS",
+        help="epochs per page of the series (the server's page by default); every page "
+        "is fetched and joined",
+    )
     add_connection_arguments(est, "aggregator")
     est.set_defaults(handler=_query("cmd_estimate"))
 

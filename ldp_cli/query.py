@@ -96,7 +96,11 @@ def estimate_params(args: argparse.Namespace, series: bool = False) -> dict[str,
 def fetch_estimate(
     api: Api, name: str, args: argparse.Namespace, series: bool = False
 ) -> dict[str, Any]:
-    body: dict[str, Any] = api.get(f"/v1/estimates/{name}", **estimate_params(args, series))
+    """The estimate, with every page of its series when asked (``--page-size``)."""
+    params = estimate_params(args, series)
+    if series and getattr(args, "page_size", None):
+        params["limit"] = args.page_size
+    body: dict[str, Any] = api.get_pages(f"/v1/estimates/{name}", **params)
     return body
 
 
@@ -105,6 +109,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else getattr(args, "format", "table")
     if fmt in ("csv", "jsonl"):
         params = estimate_params(args, args.series)
+        if args.series and getattr(args, "page_size", None):
+            params["limit"] = args.page_size
         sys.stdout.write(api.get_text(f"/v1/estimates/{args.name}", format=fmt, **params))
         return 0
     body = fetch_estimate(api, args.name, args, series=args.series)

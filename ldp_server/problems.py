@@ -76,6 +76,8 @@ CODES: dict[str, str] = {
     "bad_window": "start must be below end",
     "bad_date": "start, end or since is not an epoch number, a UTC date or <N><h|d|w>",
     "window_too_large": "the window holds more epochs than the server allows",
+    "window_too_costly": "the window's counters x epochs exceed what one request reads "
+    "(ask a shorter window, or the series in pages)",
     "unknown_category": "a compared value is not a category of the metric",
     "bad_compare": "the comparison asked does not fit the metric's kind",
     # the server

@@ -16,6 +16,7 @@ comparison (``a``, ``b``, ``threshold``); see ``aggregator.page_controls``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib.resources import files
 from typing import Annotated, Any
 from urllib.parse import parse_qs
@@ -35,6 +36,7 @@ from aggregator.page_controls import (
     notice,
     window_form,
 )
+from aggregator.paging import ReadBound
 from aggregator.problems import Problem
 from aggregator.service import compare, estimate_response
 from aggregator.sessions import (
@@ -97,7 +99,7 @@ def _threshold(text: str | None) -> tuple[float | None, str | None]:
 
 
 async def _body(
-    store: Store, spec: MetricSpec, q: DashboardQuery, max_epochs: int
+    store: Store, spec: MetricSpec, q: DashboardQuery, max_epochs: int, bound: ReadBound
 ) -> tuple[dict[str, Any], str | None]:
     """The metric's estimate with its series in the asked window (or why not)."""
     try:
@@ -114,18 +116,22 @@ async def _body(
         options=EstimateOptions(q.confidence),
         series=True,
         max_epochs=max_epochs,
+        bound=bound,
+        tail=SERIES_POINTS,
     )
-    body["series"] = body["series"][-SERIES_POINTS:]
     return body, error
 
 
-async def _answer(store: Store, spec: MetricSpec, q: DashboardQuery, max_epochs: int) -> str:
+async def _answer(
+    store: Store, spec: MetricSpec, q: DashboardQuery, max_epochs: int, bound: ReadBound
+) -> str:
     """The comparison's answer (or why it was refused) as a paragraph."""
     try:
         window = window_epochs(spec.epoch_seconds, q.start, q.end, since=q.since)
         out = await compare(
             store, spec, a=q.a or None, b=q.b or None, threshold=q.threshold,
-            start=window.start, end=window.end, confidence=q.confidence, max_epochs=max_epochs,
+            start=window.start, end=window.end, confidence=q.confidence,
+            max_epochs=max_epochs, bound=bound,
         )
     except (BadDate, Problem) as exc:
         return notice(f"Cannot compare: {exc}", "problem")
@@ -163,9 +169,14 @@ async def dashboard(
     q = DashboardQuery(metric or None, since or None, start or None, end or None, confidence,
                        a or None, b or None, value)
     specs = (await store.list_metrics())[:MAX_METRICS]
+    # One page load reads at most what one request may, shared among the metrics
+    # drawn; a chosen metric (``metric=``) gets a whole request's worth of its own.
+    share = replace(settings.read_bound,
+                    max_counters=settings.max_read_counters // max(1, len(specs)))
     bodies, extras, problems = [], {}, []
     for spec in specs:
-        body, error = await _body(store, spec, q, settings.max_epochs)
+        bound = settings.read_bound if spec.name == q.metric else share
+        body, error = await _body(store, spec, q, settings.max_epochs, bound)
         if error and error not in problems:
             problems.append(error)
         bodies.append(body)
@@ -173,7 +184,7 @@ async def dashboard(
         if q.metric == spec.name and threshold_error:
             extra += notice(f"Cannot compare: {threshold_error}", "problem")
         elif q.metric == spec.name and (q.a or q.threshold is not None):
-            extra += await _answer(store, spec, q, settings.max_epochs)
+            extra += await _answer(store, spec, q, settings.max_epochs, bound)
         extras[spec.name] = extra
     shown = [b for b in bodies if q.metric in (None, b["metric"])]
     if q.metric and not shown:

@@ -16,10 +16,12 @@ from fastapi.responses import Response
 from aggregator.dates import DATE_PATTERN, SINCE_PATTERN, BadDate, EpochWindow, window_epochs
 from aggregator.deps import AnalystDep, SettingsDep, StoreDep
 from aggregator.export import media_type, negotiate, to_csv, to_jsonl
+from aggregator.paging import next_link
 from aggregator.problems import Problem
 from aggregator.service import compare, estimate_response, load_spec
 from aggregator.views import EstimateOptions
 from ldp_core.metric import MetricSpec
+from ldp_server.problems import json_response
 
 __all__ = ["End", "Since", "Start", "resolve_window", "router"]
 
@@ -50,6 +52,16 @@ Since = Annotated[
 ]
 Confidence = Annotated[float, Query(gt=0.5, lt=1.0, description="e.g. 0.95")]
 Version = Annotated[int | None, Query(ge=1, description="metric version; default latest")]
+Limit = Annotated[
+    int | None,
+    Query(ge=1, description="series: most epochs per page (default and cap: what one "
+          "request may read, LDP_SERIES_PAGE_EPOCHS)"),
+]
+Cursor = Annotated[
+    int | None,
+    Query(ge=0, description="series: the first epoch of the page (from the previous "
+          "page's next link)"),
+]
 Format = Annotated[
     Literal["json", "csv", "jsonl"] | None,
     Query(description="json (default), csv or jsonl; else the Accept header decides"),
@@ -92,8 +104,17 @@ async def get_estimate(
     series: Literal["epoch"] | None = None,
     version: Version = None,
     format: Format = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
 ) -> dict[str, Any] | Response:
-    """The estimate over epochs [start, end) (default: every epoch with data)."""
+    """The estimate over epochs [start, end) (default: every epoch with data).
+
+    With ``series=epoch`` the per-epoch points come in pages (``limit``,
+    ``cursor``): the body's ``page.next`` and the ``Link: <...>; rel="next"``
+    header (every format) give the next page; the last page has neither.
+    """
+    if (limit is not None or cursor is not None) and series != "epoch":
+        raise Problem(422, "invalid_request", "limit and cursor page a series: add series=epoch")
     spec = await load_spec(store, name, version)
     window = resolve_window(spec, start, end, since)
     body = await estimate_response(
@@ -104,17 +125,24 @@ async def get_estimate(
         options=EstimateOptions(confidence, consistent, simultaneous),
         series=series == "epoch",
         max_epochs=settings.max_epochs,
+        bound=settings.read_bound,
+        limit=limit,
+        cursor=cursor,
     )
+    headers: dict[str, str] = {}
+    if "page" in body:
+        link = next_link(request.url.path, dict(request.query_params),
+                         body["page"]["next_cursor"])
+        body["page"]["next"] = link
+        if link is not None:
+            headers["Link"] = f'<{link}>; rel="next"'
     chosen = negotiate(format, request.headers.get("accept"))
     if chosen == "json":
-        return body
+        return json_response(body, headers=headers)
     text = to_csv(body) if chosen == "csv" else to_jsonl(body)
     filename = f"{spec.name}-v{spec.version}.{chosen}"
-    return Response(
-        text,
-        media_type=media_type(chosen),
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return Response(text, media_type=media_type(chosen), headers=headers)
 
 
 @router.get("/{name}/compare")
@@ -145,4 +173,5 @@ async def get_compare(
         end=window.end,
         confidence=confidence,
         max_epochs=settings.max_epochs,
+        bound=settings.read_bound,
     )

@@ -8,7 +8,8 @@ built from its parts, one module per job:
     registry  metric specs: ``create_metric``, ``get_metric(s)``, ``list_metrics``
     ingest    the write side: ``ingest`` (exactly once per report), ``record_implausible``
     reads     the read side, used by the aggregator: ``epochs_with_data``,
-              ``read_tallies``, ``read_flags``
+              ``read_vectors`` (one epoch at a time, in HSCAN slices),
+              ``read_tallies``, ``read_counts``, ``read_flags``
 
 >>> store = Store(settings.redis_client())                     # doctest: +SKIP
 >>> spec, created = await store.create_metric(spec)             # doctest: +SKIP
