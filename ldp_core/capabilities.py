@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Bounded", "Hashed", "Memoisable", "Numeric"]
+__all__ = ["Bounded", "Hashed", "Memoisable", "Numeric", "WindowedNumeric"]
 
 
 @runtime_checkable
@@ -83,3 +83,16 @@ class Numeric(Protocol):
     def value_variance(self, value: float) -> float: ...
 
     def mean_variance(self, tallies: Sequence[int] | npt.NDArray[np.int64], n: int) -> float: ...
+
+
+@runtime_checkable
+class WindowedNumeric(Numeric, Protocol):
+    """A memoised ``Numeric`` mean: one device's reports in a window are correlated.
+
+    ``window_mean_variance`` bounds the variance of the mean of tallies summed over
+    ``epochs`` epochs (``aggregator.estimate``), whatever the participation.
+    """
+
+    def window_mean_variance(
+        self, tallies: Sequence[int] | npt.NDArray[np.int64], n: int, epochs: int
+    ) -> float: ...

@@ -287,7 +287,8 @@ class MetricSpec:
     def _make(self) -> Mechanism:
         kind = _KIND[self.kind]
         levels = 1 if self.epsilon_inf is None else 2
-        name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels)
+        name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels,
+                            self.epsilon_inf)
         d = self.domain_size if kind == "frequency" else None
         if self.epsilon_inf is not None:
             return longitudinal(

@@ -28,6 +28,7 @@ from ldp_core.mechanisms import (
     mean,
     olh,
     piecewise,
+    piecewise_memo,
     sketch,
     unary,
 )
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid)
+FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -66,6 +67,11 @@ REPORT_SIZE_TOLERANCE = 1.05
 #: eps = 4 the Hybrid's worst case is 4% below the Piecewise's, its average 45%
 #: above (its one-bit share flattens the worst case at the cost of every value).
 WORST_CASE_TOLERANCE = 1.05
+
+#: Memoised means are compared over a window of this many epochs (a month of daily
+#: reports): one device's reports share its permanent response, so the permanent
+#: level's variance weighs (W - 1) times (``TwoLevel.window_unit_variance``).
+AUTO_WINDOW = 30
 
 
 def classes(levels: int | None = None) -> tuple[type[Mechanism], ...]:
@@ -90,13 +96,31 @@ class AutoChoice:
 
 
 def auto_choice(
-    epsilon: float, domain_size: int, kind: Kind = "frequency", levels: int = 1
+    epsilon: float,
+    domain_size: int,
+    kind: Kind = "frequency",
+    levels: int = 1,
+    epsilon_inf: float | None = None,
 ) -> AutoChoice:
     """The lowest-variance candidate of ``kind`` for (d, eps); a d-bit report gives way
     to a compact one within ``REPORT_SIZE_TOLERANCE``.  Means compare the worst-case
     variance, then the average one within ``WORST_CASE_TOLERANCE``.  ``levels=2``
-    weighs only mechanisms that have a two-level form."""
+    weighs only mechanisms that have a two-level form; a memoised mean with its
+    ``epsilon_inf`` compares the two-level forms themselves over ``AUTO_WINDOW``
+    epochs (``TwoLevel.window_unit_variance``).
+
+    >>> auto_choice(1.0, 2, "mean", levels=2, epsilon_inf=4.0).chosen
+    'piecewise'
+    >>> auto_choice(0.5, 2, "mean", levels=2, epsilon_inf=1.0).chosen
+    'one_bit_mean'
+    """
     eps, d = check_mechanism_epsilon(epsilon), check_domain_size(domain_size)
+    if kind == "mean" and levels == 2 and epsilon_inf is not None:
+        two = {name: longitudinal(name, epsilon=eps, epsilon_inf=epsilon_inf, lo=0.0, hi=1.0)
+               for name, cls in _TWO.items() if cls.kind == "mean"}
+        scores = {name: m.window_unit_variance(AUTO_WINDOW)  # type: ignore[attr-defined]
+                  for name, m in two.items()}
+        return AutoChoice(chosen=min(scores, key=scores.__getitem__), variances=scores)
     params = {"epsilon": eps, "domain_size": d}
     built = {
         name: cls.create({**params, "lo": 0.0, "hi": 1.0})
@@ -124,11 +148,12 @@ def auto_choice(
     return AutoChoice(chosen=chosen, variances=variances)
 
 
-def resolve_auto(name: str, kind: Kind, epsilon: float, domain_size: int, levels: int = 1) -> str:
+def resolve_auto(name: str, kind: Kind, epsilon: float, domain_size: int, levels: int = 1,
+                 epsilon_inf: float | None = None) -> str:
     """``name``, or what ``auto`` resolves to for a metric of ``kind``: the one place."""
     if name != "auto":
         return name
-    return auto_choice(epsilon, domain_size, kind, levels).chosen
+    return auto_choice(epsilon, domain_size, kind, levels, epsilon_inf).chosen
 
 
 def _kind_of(params: dict[str, Any]) -> Kind:
@@ -187,7 +212,8 @@ def longitudinal(
     """A two-level mechanism: eps_1 <= ``epsilon`` per report, ``epsilon_inf`` per value.
 
     ``name``: any registered two-level name, or ``auto`` (resolved at ``epsilon``
-    among the candidates of the kind the parameters imply).  Every bad parameter
+    among the candidates of the kind the parameters imply; a mean weighs the
+    two-level forms at (``epsilon``, ``epsilon_inf``)).  Every bad parameter
     is a ValueError naming it.
     """
     params: dict[str, Any] = {
@@ -197,7 +223,8 @@ def longitudinal(
     params = {key: value for key, value in params.items() if value is not None}
     if name == "auto":
         kind = _kind_of(params)
-        name = auto_choice(epsilon, domain_size or 2, kind, levels=2).chosen
+        name = auto_choice(epsilon, domain_size or 2, kind, levels=2,
+                           epsilon_inf=epsilon_inf).chosen
     if name not in _TWO:
         raise ValueError(
             f"no two-level version of mechanism {name!r}; known: {', '.join(_TWO)}, auto"

@@ -247,6 +247,17 @@ class TwoLevel(Mechanism, Generic[B]):
                 out[f"permanent_{key}"] = value
         return out
 
+    def window_unit_variance(self, epochs: int) -> float:
+        """Worst-case per-report variance of a device's mean over ``epochs`` reports.
+
+        (V* + (T - 1) V1) / T with V* this channel's and V1 the permanent level's
+        ``unit_variance`` (the covariance of two reports of one device is V1:
+        ``aggregator.estimate``).  The sum of the two worst cases bounds the worst
+        case of the sum; both are at the same value for the symmetric one-bit
+        channels, where it is exact.  ``auto`` compares memoised means with it.
+        """
+        return (self.unit_variance() + (epochs - 1) * self.base.unit_variance()) / epochs
+
     def unit_text(self) -> str:
         """The two units of privacy this mechanism states."""
         return (

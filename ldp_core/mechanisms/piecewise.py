@@ -359,13 +359,15 @@ def _tally_variance(
     quad: tuple[float, float, float],
     tallies: Sequence[int] | npt.NDArray[np.int64],
     n: int,
+    evaluate: tuple[float, float, float] | None = None,
 ) -> float:
-    """Var of the mean of t from a tally over cells with t-values ``values``."""
+    """Var of the mean of t from a tally over cells with t-values ``values``
+    (``mean_variance_from_moments``)."""
     if len(tallies) != len(values):
         raise ValueError(f"tally vector has {len(tallies)} counters, need {len(values)}")
     m1 = sum(c * y for c, y in zip(tallies, values, strict=True)) / n
     m2 = sum(c * y * y for c, y in zip(tallies, values, strict=True)) / n
-    return mean_variance_from_moments(float(m1), float(m2), quad, n)
+    return mean_variance_from_moments(float(m1), float(m2), quad, n, evaluate)
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (PiecewiseMean,)
