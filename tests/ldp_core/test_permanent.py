@@ -84,6 +84,9 @@ GOLDEN: dict[str, list[Any]] = {
     ],
     "one_bit_mean": [1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0],
     "hadamard": [2, 0, 31, 0, 5, 3, 26, 21, 21, 2, 18, 7, 14, 25, 23, 27, 2, 31],
+    # alpha-point rounding (the device offset) then the cell of the grid point.
+    "piecewise": [36, 214, 334, 39, 452, 405, 6, 422, 376, 319, 75, 257, 35, 193, 425, 272,
+                  424, 392],
 }
 
 
