@@ -51,10 +51,13 @@ class Hashed(Protocol):
 
 @runtime_checkable
 class Memoisable(Protocol):
-    """A two-level mechanism: a permanent response memoised per (secret, context, value)."""
+    """A two-level mechanism: a permanent response memoised per (secret, context, key),
+    the key being the value or the point it is rounded to (``memo_key``)."""
 
     @property
     def epsilon_inf(self) -> float: ...
+
+    def memo_key(self, value: object, secret: bytes, context: str) -> int | float: ...
 
     def permanent_response(self, value: object, secret: bytes, context: str) -> Report: ...
 

@@ -215,6 +215,12 @@ class TwoLevel(Mechanism, Generic[B]):
             "permanent response, and repeated reports would average the noise away"
         )
 
+    def memo_key(self, value: object, secret: bytes, context: str) -> int | float:
+        """What B' is a function of besides (secret, context): the checked value here,
+        so one permanent response and one lifetime charge per distinct value (a family
+        that rounds first, ``piecewise_memo``, keys on the rounded point)."""
+        return self.check_value(value)
+
     def permanent_response(self, value: object, secret: bytes, context: str) -> Report:
         """B' for ``value``: a deterministic function of (secret, context, value)."""
         v = self.check_value(value)

@@ -205,6 +205,10 @@ class LongitudinalPiecewise(PiecewiseHooks, TwoLevel[PiecewiseMean]):
         alpha = HmacDrbg(offset_seed(secret, context)).getrandbits(32)
         return j + int(alpha < threshold)
 
+    def memo_key(self, value: object, secret: bytes, context: str) -> int:
+        """The grid point: the SDK's lifetime ledger charges eps_inf once per point."""
+        return self.grid_point(value, secret, context)
+
     def permanent_response(self, value: object, secret: bytes, context: str) -> Report:
         """B': the permanent cell of this device's grid point for ``value``."""
         j = self.grid_point(value, secret, context)
