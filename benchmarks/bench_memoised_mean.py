@@ -1,7 +1,7 @@
 """Repeated reporting of a numeric value: what 365 reports leak, and what a mean costs.
 
-Run: ``.venv/bin/python benchmarks/bench_memoised_mean.py [--quick]`` (about 1
-minute; --quick about 15 s).
+Run: ``.venv/bin/python benchmarks/bench_memoised_mean.py [--quick]`` (about 2
+minutes on 2 idle cores; --quick about 30 s).
 
 Table 1, "does not average away": devices hold lo or hi of [0, 1] (the pair
 farthest apart) and report it in each of 365 epochs.  For each device the exact
@@ -22,7 +22,8 @@ sum_i [V*(x_i) + (T - 1) V1(x_i)] / (n^2 T) from the hooks (the variance of the
 window mean when every device reports every epoch); "measured" is the variance
 of the window mean over R simulated windows through the mechanisms' own
 vectorised samplers (permanent level per device, then T instantaneous draws),
-in the same run.  The ratio is 1BitMean's variance over the Piecewise's.
+in the same run (500 windows: each measured variance is within about 6% of the
+exact one, sd sqrt(2/500)).  The ratio is 1BitMean's variance over the Piecewise's.
 """
 
 from __future__ import annotations
@@ -131,9 +132,11 @@ def lifetime_rows(devices: int, gen: np.random.Generator) -> list[list[str]]:
             y = unbiased_values(m)
             rmse = [float(np.sqrt(((y[at_hi[:, :t]].mean(axis=1) - 1.0) ** 2).mean()))
                     for t in (1, 30, LIFETIME)]
+            verdict = "holds" if ratio.max() <= bound else "EXCEEDED"
             rows.append([
                 label, f"{eps:g}", "-" if bound == math.inf else f"{eps_inf:g}",
-                f"{ratio.max():.6f}", "-" if bound == math.inf else f"{bound:.6f}",
+                f"{ratio.max():.6f}",
+                "-" if bound == math.inf else f"{bound:.6f} ({verdict})",
                 f"{posterior.mean():.4f}",
                 *(f"{r:.3f}" for r in rmse),
             ])
@@ -191,7 +194,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer devices and windows")
     args = parser.parse_args()
-    devices, windows = (500, 200) if args.quick else (2000, 1000)
+    devices, windows = (500, 200) if args.quick else (2000, 500)
     gen = np.random.default_rng(2026)
     print(header(f"Memoised means: {LIFETIME} reports of one value, {devices} devices per value"))
     print(table(
