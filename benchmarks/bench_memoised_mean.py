@@ -199,7 +199,7 @@ def main() -> None:
     print(header(f"Memoised means: {LIFETIME} reports of one value, {devices} devices per value"))
     print(table(
         ["mechanism", "eps_1", "eps_inf", "max ln LR (365 reports)", "lifetime bound",
-         "mean P[hi | reports]", "RMSE avg, T=1", "T=30", "T=365"],
+         "mean P(hi given reports)", "RMSE avg, T=1", "T=30", "T=365"],
         lifetime_rows(devices, gen),
     ))
     print()
