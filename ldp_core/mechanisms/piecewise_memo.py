@@ -159,6 +159,8 @@ class LongitudinalPiecewise(PiecewiseHooks, TwoLevel[PiecewiseMean]):
 
     @staticmethod
     def _epsilon_of(base: PiecewiseMean, channel: tuple[Fraction, Fraction]) -> float:
+        # Every input's law over the M cells is a mixture of grid rows, each a* on its
+        # block and b* elsewhere, so two inputs differ cell by cell by at most a*/b*.
         a, b = channel
         return log_up(a / b)
 

@@ -22,8 +22,10 @@ The interval is ``estimate(m, tally, n, epochs=T)`` (``window_mean_variance``);
 ``_window_se`` is its vectorised copy, checked equal to it on the first
 replications.  False-positive rate: the coverage count of R = 20,000
 replications of an honest 95% interval is Bin(R, 0.95); the chance it falls
-outside [94%, 97%] (or [94%, 96%]) is < 1e-10 per cell
-(``test_replications_give_the_stated_false_positive_rate``), < 1e-9 over the 9 cells.
+outside [94%, 97%] (or [94%, 96%]) is 1.4e-10 per cell
+(``test_replications_give_the_stated_false_positive_rate``), < 2e-9 over the 9 cells.
+The bands are not tuned: the measured coverages are 94.9-95.3%
+(benchmarks/bench_window_coverage.py).  Seeds are fixed.
 """
 
 from __future__ import annotations
@@ -147,8 +149,9 @@ def coverage(case: NumericCase, epochs: int, replications: int = REPLICATIONS,
 
 
 def test_replications_give_the_stated_false_positive_rate() -> None:
-    assert false_failure(REPLICATIONS, 0.94, 0.97) < 1e-10
-    assert false_failure(REPLICATIONS, 0.94, 0.96) < 1e-10
+    cells = len(CASES) * len(WINDOWS)
+    assert cells * false_failure(REPLICATIONS, 0.94, 0.97) < 2e-9
+    assert cells * false_failure(REPLICATIONS, 0.94, 0.96) < 2e-9
 
 
 @pytest.mark.parametrize("epochs", WINDOWS)
@@ -163,3 +166,28 @@ def test_window_intervals_cover(case: NumericCase, epochs: int) -> None:
     else:
         assert 0.94 <= result.honest <= 0.96, result
         assert result.naive == result.honest
+
+
+def test_the_service_serves_the_window_bound_of_a_memoised_mean() -> None:
+    """``views.estimate_json`` (what GET /v1/estimates answers) gives the window bound
+    for a memoised numeric spec and says so; the one-level spec ignores the epochs."""
+    from aggregator.views import EstimateOptions, estimate_json
+    from ldp_core.metric import MetricSpec
+
+    base = {"name": "dwell", "kind": "numeric", "lo": LO, "hi": HI, "epsilon": EPS,
+            "mechanism": "piecewise", "version": 1, "min_reports": 1}
+    memo = MetricSpec.from_json({**base, "longitudinal": {"epsilon_inf": 2.0}})
+    one = MetricSpec.from_json(base)
+    gen = np.random.default_rng(21)
+    for spec in (memo, one):
+        m = spec.build()
+        assert isinstance(m, PiecewiseHooks)
+        case = NumericCase("service", m)
+        tally = window_tallies(case, 10, 1, gen)[0]
+        n = 10 * DEVICES
+        body = estimate_json(spec, tuple(int(c) for c in tally), n, EstimateOptions(), epochs=10)
+        want = float(_window_se(m, tally[None, :], n, 10)[0])
+        assert body["estimate"]["stderr"] == pytest.approx(want, rel=1e-9)
+        if spec is memo:
+            assert "over 10 epochs" in body["estimate"]["stderr_basis"]
+            assert want > 1.2 * float(_window_se(m, tally[None, :], n, 1)[0])
