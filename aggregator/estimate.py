@@ -62,10 +62,11 @@ reports by pi_bar (1 - pi_bar), as for one level:
 with pi*_bar = q* + z_bar (p* - q*) and pi1_bar = q1 + z_bar (p1 - q1).
 
 The memoised Piecewise mean (``ldp_core.mechanisms.piecewise_memo``) has the
-same shape: two reports of one device covary by the permanent level's
-one-report variance V1(t), so Var[mean] <= mean over reports of
-[V*(t) + (T - 1) V1(t)] / n, both quadratics in t averaged with the tally's
-own estimates of mean(t) and mean(t^2) (``WindowedNumeric``).
+same shape: two reports of one device covary by at most the mean of their
+permanent level's one-report variances V1(t) (exactly V1(t) for one value), so
+Var[mean] <= mean over reports of [V*(t) + (T - 1) V1(t)] / n, both quadratics
+in t averaged with the tally's own estimates of mean(t) and mean(t^2)
+(``WindowedNumeric``).
 
 ``estimate(..., epochs=T)`` applies it; T = 1 (one epoch) is the one-level
 formula, and one-level mechanisms ignore ``epochs``.

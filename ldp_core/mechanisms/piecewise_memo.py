@@ -37,9 +37,13 @@ float.
 
 Window variance.  E[y | B'] = kappa y*(B') + const, and y*(c) is affine in c
 with slope (2/k)/(kappa g1), so kappa y*(c) and the permanent level's y1(c)
-differ by a constant: two reports of one device covary by Var(y1(B')) = V1(t),
-the permanent level's one-report variance.  With at most T reports per device
-and value, Var[window mean] <= mean over reports of [V*(t) + (T - 1) V1(t)] / n
+differ by a constant: two reports of one device and value covary by
+Var(y1(B')) = V1(t), the permanent level's one-report variance.  Reports of
+other values may share the device's offset (and its cell, on the same grid
+point); whatever they share, E[y_r | alpha, the cells] = y1(B'_r) + const has
+variance V1(t_r), so by Cauchy-Schwarz Cov(y_r, y_s) <= (V1(t_r) + V1(t_s))/2.
+With at most T reports per device, whatever its values and participation,
+Var[window mean] <= mean over reports of [V*(t) + (T - 1) V1(t)] / n
 (``window_mean_variance``), the bound the other two-level metrics use.
 
 Block width.  The permanent level's block L is chosen for the pair
