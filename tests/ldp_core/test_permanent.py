@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ldp_core import mechanism, memo
+from ldp_core import Memoisable, mechanism, memo
 from ldp_core.registry import classes, longitudinal
 
 CONTEXT = "golden|3f2a"
@@ -124,6 +124,7 @@ def test_permanent_work_does_not_depend_on_the_value(
 
     monkeypatch.setattr(memo.HmacDrbg, "generate", counting)
     m = longitudinal(name, epsilon=1.0, epsilon_inf=3.0, domain_size=200, lo=0.0, hi=1.0)
+    assert isinstance(m, Memoisable)
     work = set()
     for v in range(50):
         value = m.check_value(v / 49 if m.kind == "mean" else v % m.domain_size)
