@@ -77,8 +77,14 @@ def _ratio(epsilon: float, cells: int) -> tuple[int, int]:
     while b > 1 and cells * (e + 1) * b >= 1 << 62:
         b //= 2
     a = math.floor(Fraction(e) * b) - 1
-    while a > b and log_up(Fraction(a, b)) > epsilon:
-        a -= 1
+    if a > b and log_up(Fraction(a, b)) > epsilon:
+        # The largest a' in (b, a) with ln(a'/b) rounded up <= eps, by bisection: the
+        # outward slack can sit many units below a when A is large (eps > 10).
+        low, high = b, a  # high fails; low is the floor (refused below)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if log_up(Fraction(mid, b)) <= epsilon else (low, mid)
+        a = low
     if a <= b:
         raise ValueError(f"epsilon {epsilon} is too small for the piecewise grid")
     return a, b

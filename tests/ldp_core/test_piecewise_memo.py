@@ -335,3 +335,13 @@ def test_audits_stay_below_both_epsilons(eps: float, eps_inf: float) -> None:
     r = audit(m.permanent, trials=200_000, confidence=1 - ALPHA, seed=18)
     assert not r.violation and r.lower_bound <= eps_inf
     assert r.lower_bound > 0.5 * m.permanent.epsilon_actual
+
+
+@pytest.mark.parametrize(("eps", "eps_inf"), [(10.0, 20.0), (1.0, 20.0)])
+def test_the_spec_maxima_build_with_their_epsilons(eps: float, eps_inf: float) -> None:
+    """The largest epsilons a spec accepts (10 per report, 20 lifetime) build with the
+    composed channel at or below the request (the block search once took seconds here:
+    a decrement loop over the outward slack of a 2**60-sized ratio)."""
+    m = build(eps, eps_inf)
+    assert eps - 1e-6 < m.epsilon <= eps and m.permanent.epsilon_actual <= eps_inf
+    assert m._epsilon_of(m.permanent, m._compose(m.permanent, m.keep + 1)) > eps
