@@ -63,6 +63,13 @@ reports by pi_bar (1 - pi_bar), as for one level:
 
 with pi*_bar = q* + z_bar (p* - q*) and pi1_bar = q1 + z_bar (p1 - q1).
 
+The memoised Piecewise mean (``ldp_core.mechanisms.piecewise_memo``) has the
+same shape: two reports of one device covary by at most the mean of their
+permanent level's one-report variances V1(t) (exactly V1(t) for one value), so
+Var[mean] <= mean over reports of [V*(t) + (T - 1) V1(t)] / n, both quadratics
+in t averaged with the tally's own estimates of mean(t) and mean(t^2)
+(``WindowedNumeric``).
+
 ``estimate(..., epochs=T)`` applies it; T = 1 (one epoch) is the one-level
 formula, and one-level mechanisms ignore ``epochs``.
 
@@ -93,7 +100,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.consistency import norm_sub
-from ldp_core import Bounded, Mechanism, Memoisable, Numeric
+from ldp_core import Bounded, Mechanism, Memoisable, Numeric, WindowedNumeric
 
 __all__ = [
     "FrequencyEstimate",
@@ -268,11 +275,16 @@ def exact_mean_variance(m: Mechanism, true_values: Sequence[float] | npt.NDArray
 
 
 def numeric_mean(
-    m: Numeric, tallies: Sequence[int] | npt.NDArray[Any], n: int, confidence: float = 0.95
+    m: Numeric,
+    tallies: Sequence[int] | npt.NDArray[Any],
+    n: int,
+    confidence: float = 0.95,
+    epochs: int = 1,
 ) -> ScalarEstimate:
     """The mean from a ``Numeric`` mechanism's cell tallies: each cell stands for an
     unbiased value of x (``report_values``); the variance is the mechanism's own
-    estimate from the same tallies (``mean_variance``).
+    estimate from the same tallies (``mean_variance``), or for a memoised mean over
+    ``epochs`` > 1 its window bound (``WindowedNumeric.window_mean_variance``).
 
     >>> from ldp_core import mechanism
     >>> from ldp_core.simulate import tallies
@@ -287,7 +299,11 @@ def numeric_mean(
     if counts.shape != values.shape:
         raise ValueError(f"tally vector has {len(counts)} counters, need {len(values)}")
     mean = float(counts @ values / n)
-    se = math.sqrt(m.mean_variance(tallies, n))
+    epochs = _check_epochs(epochs)
+    if epochs > 1 and isinstance(m, WindowedNumeric):
+        se = math.sqrt(m.window_mean_variance(tallies, n, epochs))
+    else:
+        se = math.sqrt(m.mean_variance(tallies, n))
     z = z_value(confidence)
     assert isinstance(m, Mechanism)
     return ScalarEstimate(mean, se, mean - z * se, mean + z * se, n, m.epsilon, m.name,
@@ -316,7 +332,7 @@ def estimate(
     n = int(n)
     epochs = _check_epochs(epochs)
     if isinstance(m, Numeric):
-        return numeric_mean(m, tallies, n, confidence)
+        return numeric_mean(m, tallies, n, confidence, epochs)
     support = np.asarray(m.support_counts(tallies), dtype=np.float64)
     p, q = m.p_star, m.q_star
     c_hat = (support - n * q) / (p - q)

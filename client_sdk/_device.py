@@ -10,8 +10,10 @@ none of which reveals another:
   context ``memo_context(spec)`` = "<name>|<mechanism fingerprint>": a new spec
   version that keeps the mechanism and its parameters keeps its permanent
   responses, one that changes them draws new ones from a separate stream,
-- the ledger key of a memoised value ``HMAC(secret, "lifetime|name|fingerprint|value")``,
-  so the lifetime ledger never holds the value itself.
+- the ledger key of a memoised value ``HMAC(secret, "lifetime|name|fingerprint|key")``,
+  so the lifetime ledger never holds the value itself; the key is the mechanism's
+  ``memo_key``: the value, or for the memoised Piecewise mean the grid point the
+  device rounds it to (its permanent response, and its lifetime charge, are per point).
 
 >>> from ldp_core.metric import MetricSpec
 >>> spec = MetricSpec.from_json({"name": "flag", "kind": "boolean", "epsilon": 1.0})
@@ -151,10 +153,14 @@ class DeviceState:
         value is used here and nowhere else."""
         m = spec.build()
         memoised = spec.epsilon_inf is not None
+        key = None
+        if memoised:
+            assert isinstance(m, Memoisable), spec.name
+            point = m.memo_key(value, self.secret, memo_context(spec, fingerprint))
+            key = self.value_key(spec.name, fingerprint, point)
         ask = Ask(
             spec.name, spec.version, fingerprint, spec.epoch_seconds, now, m.epsilon, budget,
-            self.value_key(spec.name, fingerprint, value) if memoised else None,
-            spec.epsilon_inf or 0.0, lifetime_budget,
+            key, spec.epsilon_inf or 0.0, lifetime_budget,
         )
         secret = self.secret
         install = self.install
@@ -187,8 +193,8 @@ class DeviceState:
         return Outcome("queued", made.epoch, made)
 
     def value_key(self, metric: str, fingerprint: str, value: int | float) -> str:
-        """HMAC(secret, "lifetime|name|fingerprint|value"), hex: the ledger key of one
-        permanent response."""
+        """HMAC(secret, "lifetime|name|fingerprint|key"), hex: the ledger key of one
+        permanent response (``value`` is the mechanism's ``memo_key``)."""
         message = f"lifetime|{metric}|{fingerprint}|{value!r}".encode()
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 

@@ -11,7 +11,7 @@ True
 """
 
 from ldp_core.base import Kind, Mechanism, Payload, Report
-from ldp_core.capabilities import Bounded, Hashed, Memoisable, Numeric
+from ldp_core.capabilities import Bounded, Hashed, Memoisable, Numeric, WindowedNumeric
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.errors import ReportError
 from ldp_core.mechanisms._two_level import TwoLevel
@@ -49,6 +49,7 @@ __all__ = [
     "ReportError",
     "TwoLevel",
     "UnaryEncoding",
+    "WindowedNumeric",
     "adversary_accuracy",
     "auto_choice",
     "longitudinal",

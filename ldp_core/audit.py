@@ -14,6 +14,7 @@ olh, two levels    (s, h_s(x)), h_s(x') != h_s(x), in    R(N_min) = e^eps_1
 hadamard           output in C_x and not in C_x'         p*/(1-p*)
 binary designs     output = 1   (x = 1, x' = 0)          p*/q*
 one_bit_mean       output = 1   (x = hi, x' = lo)        p*/q*
+piecewise          cell in hi's block (x = hi, x' = lo)  a/b (both levels)
 =================  ====================================  =====================
 
 Each mechanism states its own event (``Mechanism.audit_design``), for both of

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Bounded", "Hashed", "Memoisable", "Numeric"]
+__all__ = ["Bounded", "Hashed", "Memoisable", "Numeric", "WindowedNumeric"]
 
 
 @runtime_checkable
@@ -51,7 +51,8 @@ class Hashed(Protocol):
 
 @runtime_checkable
 class Memoisable(Protocol):
-    """A two-level mechanism: a permanent response memoised per (secret, context, value).
+    """A two-level mechanism: a permanent response memoised per (secret, context, key),
+    the key being the value or the point it is rounded to (``memo_key``).
 
     ``permanent`` is the permanent level's one-level mechanism, whose channel
     (p1, q1) gives the within-device correlation of a window
@@ -63,6 +64,8 @@ class Memoisable(Protocol):
 
     @property
     def permanent(self) -> Mechanism: ...
+
+    def memo_key(self, value: object, secret: bytes, context: str) -> int | float: ...
 
     def permanent_response(self, value: object, secret: bytes, context: str) -> Report: ...
 
@@ -91,3 +94,16 @@ class Numeric(Protocol):
     def value_variance(self, value: float) -> float: ...
 
     def mean_variance(self, tallies: Sequence[int] | npt.NDArray[np.int64], n: int) -> float: ...
+
+
+@runtime_checkable
+class WindowedNumeric(Numeric, Protocol):
+    """A memoised ``Numeric`` mean: one device's reports in a window are correlated.
+
+    ``window_mean_variance`` bounds the variance of the mean of tallies summed over
+    ``epochs`` epochs (``aggregator.estimate``), whatever the participation.
+    """
+
+    def window_mean_variance(
+        self, tallies: Sequence[int] | npt.NDArray[np.int64], n: int, epochs: int
+    ) -> float: ...

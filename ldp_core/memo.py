@@ -15,12 +15,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-__all__ = ["LABEL", "MIN_SECRET_BYTES", "HmacDrbg", "permanent_seed"]
+__all__ = ["LABEL", "MIN_SECRET_BYTES", "OFFSET_LABEL", "HmacDrbg", "offset_seed", "permanent_seed"]
 
 #: Domain separation of the permanent-response derivation.  Never change it:
 #: a new label would redraw every device's permanent responses.  (v2: one
 #: generate call per draw, so the work no longer depends on the value.)
 LABEL = b"ldp-telemetry/permanent/v2"
+#: Domain separation of a device's permanent rounding offset (alpha-point
+#: rounding of a memoised numeric metric).  Never change it either.
+OFFSET_LABEL = b"ldp-telemetry/offset/v1"
 #: The shortest device secret accepted, in bytes.
 MIN_SECRET_BYTES = 16
 
@@ -94,16 +97,32 @@ class HmacDrbg:
         return start + ((self.getrandbits(bits) * width) >> bits)
 
 
+def _check(secret: bytes, context: str) -> None:
+    if not isinstance(secret, bytes | bytearray) or len(secret) < MIN_SECRET_BYTES:
+        raise ValueError(f"secret must be at least {MIN_SECRET_BYTES} bytes")
+    if not isinstance(context, str):
+        raise ValueError(f"context must be a string such as 'metric/version', got {context!r}")
+
+
+def offset_seed(secret: bytes, context: str) -> bytes:
+    """HMAC-SHA256(secret, OFFSET_LABEL | context): the seed of one device's rounding
+    offset for one metric, the same whatever the value.
+
+    >>> offset_seed(bytes(32), "m/1") != permanent_seed(bytes(32), "m/1", 0)
+    True
+    """
+    _check(secret, context)
+    message = OFFSET_LABEL + b"\x00" + context.encode("utf-8")
+    return hmac.new(bytes(secret), message, hashlib.sha256).digest()
+
+
 def permanent_seed(secret: bytes, context: str, value: int | float) -> bytes:
     """HMAC-SHA256(secret, LABEL | context | value): the permanent level's seed.
 
     ``value`` is canonical (``check_value``'s output): ints as decimal text,
     floats as their exact hex form.
     """
-    if not isinstance(secret, bytes | bytearray) or len(secret) < MIN_SECRET_BYTES:
-        raise ValueError(f"secret must be at least {MIN_SECRET_BYTES} bytes")
-    if not isinstance(context, str):
-        raise ValueError(f"context must be a string such as 'metric/version', got {context!r}")
+    _check(secret, context)
     text = f"f:{value.hex()}" if isinstance(value, float) else f"i:{int(value)}"
     message = LABEL + b"\x00" + context.encode("utf-8") + b"\x00" + text.encode("ascii")
     return hmac.new(bytes(secret), message, hashlib.sha256).digest()

@@ -28,6 +28,7 @@ from ldp_core.mechanisms import (
     mean,
     olh,
     piecewise,
+    piecewise_memo,
     sketch,
     unary,
 )
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid)
+FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -66,6 +67,11 @@ REPORT_SIZE_TOLERANCE = 1.05
 #: eps = 4 the Hybrid's worst case is 4% below the Piecewise's, its average 45%
 #: above (its one-bit share flattens the worst case at the cost of every value).
 WORST_CASE_TOLERANCE = 1.05
+
+#: Memoised means are compared over a window of this many epochs (a month of daily
+#: reports): one device's reports share its permanent response, so the permanent
+#: level's variance weighs (W - 1) times (``TwoLevel.window_unit_variance``).
+AUTO_WINDOW = 30
 
 
 def classes(levels: int | None = None) -> tuple[type[Mechanism], ...]:
@@ -100,12 +106,24 @@ def auto_choice(
     to a compact one within ``REPORT_SIZE_TOLERANCE``.  Means compare the worst-case
     variance, then the average one within ``WORST_CASE_TOLERANCE``.  ``levels=2``
     weighs only mechanisms that have a two-level form; with ``epsilon_inf`` it weighs
-    the two-level forms themselves (a memoised OLH is not a one-level OLH's variance).
+    the two-level forms themselves (a memoised OLH is not a one-level OLH's
+    variance), and a memoised mean compares them over ``AUTO_WINDOW`` epochs
+    (``TwoLevel.window_unit_variance``).
 
     >>> auto_choice(1.0, 1024, levels=2, epsilon_inf=4.0).chosen
     'oue'
+    >>> auto_choice(1.0, 2, "mean", levels=2, epsilon_inf=4.0).chosen
+    'piecewise'
+    >>> auto_choice(0.5, 2, "mean", levels=2, epsilon_inf=1.0).chosen
+    'one_bit_mean'
     """
     eps, d = check_mechanism_epsilon(epsilon), check_domain_size(domain_size)
+    if kind == "mean" and levels == 2 and epsilon_inf is not None:
+        means = {name: longitudinal(name, epsilon=eps, epsilon_inf=epsilon_inf, lo=0.0, hi=1.0)
+                 for name, cls in _TWO.items() if cls.kind == "mean"}
+        scores = {name: m.window_unit_variance(AUTO_WINDOW)  # type: ignore[attr-defined]
+                  for name, m in means.items()}
+        return AutoChoice(chosen=min(scores, key=scores.__getitem__), variances=scores)
     params = {"epsilon": eps, "domain_size": d, "lo": 0.0, "hi": 1.0}
     two = levels == 2 and epsilon_inf is not None
     built = {
@@ -204,8 +222,8 @@ def longitudinal(
     """A two-level mechanism: eps_1 <= ``epsilon`` per report, ``epsilon_inf`` per value.
 
     ``name``: any registered two-level name, or ``auto`` (the two-level candidate of
-    the kind the parameters imply with the lowest variance at (epsilon, epsilon_inf)).
-    Every bad parameter is a ValueError naming it.
+    the kind the parameters imply with the lowest variance at (epsilon, epsilon_inf);
+    a mean over ``AUTO_WINDOW`` epochs).  Every bad parameter is a ValueError naming it.
     """
     params: dict[str, Any] = {
         "epsilon": epsilon, "epsilon_inf": epsilon_inf,
@@ -214,7 +232,8 @@ def longitudinal(
     params = {key: value for key, value in params.items() if value is not None}
     if name == "auto":
         kind = _kind_of(params)
-        name = auto_choice(epsilon, domain_size or 2, kind, 2, epsilon_inf).chosen
+        name = auto_choice(epsilon, domain_size or 2, kind, levels=2,
+                           epsilon_inf=epsilon_inf).chosen
     if name not in _TWO:
         raise ValueError(
             f"no two-level version of mechanism {name!r}; known: {', '.join(_TWO)}, auto"

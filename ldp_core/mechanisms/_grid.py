@@ -84,7 +84,8 @@ def segment_max(values: Sequence[float], curvature: Sequence[float]) -> float:
 
 
 def mean_variance_from_moments(m1: float, m2_raw: float, quad: tuple[float, float, float],
-                               n: int) -> float:
+                               n: int, evaluate: tuple[float, float, float] | None = None
+                               ) -> float:
     """Var of the mean of t, from the tally moments m1 = mean y, m2_raw = mean y^2.
 
     The per-report variance at a grid value is v(t) = c0 + c1 t + c2 t^2 (exact at
@@ -92,9 +93,15 @@ def mean_variance_from_moments(m1: float, m2_raw: float, quad: tuple[float, floa
     The mean of v over reports is c0 + c1 mean(t) + c2 mean(t^2): with c2 <= 0 its
     upper bound puts mean(t^2) = mean(t)^2 (Jensen, as for 1BitMean); with c2 > 0
     mean(t^2) is estimated without bias by (m2 - c0 - c1 m1) / (1 + c2), clipped to
-    [m1^2, 1].
+    [m1^2, 1].  ``evaluate`` (default ``quad``): another quadratic to average
+    instead of v, with mean(t^2) still estimated through the reports' own ``quad``
+    (a window of memoised reports: ``piecewise_memo``).
+
+    >>> mean_variance_from_moments(0.0, 2.0, (1.0, 0.0, 0.5), 10)   # mean(t^2) = 2/3
+    0.13333333333333333
     """
     c0, c1, c2 = quad
+    e0, e1, e2 = quad if evaluate is None else evaluate
     t1 = min(max(m1, -1.0), 1.0)
-    t2 = t1 * t1 if c2 <= 0 else min(max((m2_raw - c0 - c1 * m1) / (1 + c2), t1 * t1), 1.0)
-    return max(c0 + c1 * t1 + c2 * t2, 0.0) / n
+    t2 = t1 * t1 if e2 <= 0 else min(max((m2_raw - c0 - c1 * m1) / (1 + c2), t1 * t1), 1.0)
+    return max(e0 + e1 * t1 + e2 * t2, 0.0) / n

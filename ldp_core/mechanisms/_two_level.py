@@ -215,6 +215,12 @@ class TwoLevel(Mechanism, Generic[B]):
             "permanent response, and repeated reports would average the noise away"
         )
 
+    def memo_key(self, value: object, secret: bytes, context: str) -> int | float:
+        """What B' is a function of besides (secret, context): the checked value here,
+        so one permanent response and one lifetime charge per distinct value (a family
+        that rounds first, ``piecewise_memo``, keys on the rounded point)."""
+        return self.check_value(value)
+
     def permanent_response(self, value: object, secret: bytes, context: str) -> Report:
         """B' for ``value``: a deterministic function of (secret, context, value)."""
         v = self.check_value(value)
@@ -246,6 +252,17 @@ class TwoLevel(Mechanism, Generic[B]):
             if key not in common:
                 out[f"permanent_{key}"] = value
         return out
+
+    def window_unit_variance(self, epochs: int) -> float:
+        """Worst-case per-report variance of a device's mean over ``epochs`` reports.
+
+        (V* + (T - 1) V1) / T with V* this channel's and V1 the permanent level's
+        ``unit_variance`` (the covariance of two reports of one device is V1:
+        ``aggregator.estimate``).  The sum of the two worst cases bounds the worst
+        case of the sum; both are at the same value for the symmetric one-bit
+        channels, where it is exact.  ``auto`` compares memoised means with it.
+        """
+        return (self.unit_variance() + (epochs - 1) * self.base.unit_variance()) / epochs
 
     def unit_text(self) -> str:
         """The two units of privacy this mechanism states."""

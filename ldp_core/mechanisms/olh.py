@@ -472,6 +472,10 @@ class LongitudinalOLH(_Hashed, Mechanism):
             "response, and repeated reports would average the noise away"
         )
 
+    def memo_key(self, value: object, secret: bytes, context: str) -> int | float:
+        """The checked value: one permanent response, one lifetime charge per value."""
+        return self.check_value(value)
+
     def permanent_response(self, value: object, secret: bytes, context: str) -> int:
         """u = GRR_d(value) at eps_inf: a deterministic function of (secret, context, value)."""
         v = self.check_value(value)

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["GRID", "MECHANISMS", "PiecewiseMean", "continuous_pm_variance"]
+__all__ = ["GRID", "MECHANISMS", "PiecewiseHooks", "PiecewiseMean", "continuous_pm_variance"]
 
 #: Input grid steps k: the rounding adds at most 1/k^2 to the variance on [-1, 1].
 GRID = 256
@@ -77,15 +77,25 @@ def _ratio(epsilon: float, cells: int) -> tuple[int, int]:
     while b > 1 and cells * (e + 1) * b >= 1 << 62:
         b //= 2
     a = math.floor(Fraction(e) * b) - 1
-    while a > b and log_up(Fraction(a, b)) > epsilon:
-        a -= 1
+    if a > b and log_up(Fraction(a, b)) > epsilon:
+        # The largest a' in (b, a) with ln(a'/b) rounded up <= eps, by bisection: the
+        # outward slack can sit many units below a when A is large (eps > 10).
+        low, high = b, a  # high fails; low is the floor (refused below)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if log_up(Fraction(mid, b)) <= epsilon else (low, mid)
+        a = low
     if a <= b:
         raise ValueError(f"epsilon {epsilon} is too small for the piecewise grid")
     return a, b
 
 
-def _quadratic(k: int, cells: int, a: int, b: int) -> tuple[float, float, float]:
-    """Var[y | j] = v0 + v1 j + v2 j^2 on the t scale, from exact rationals."""
+def _quadratic(k: int, cells: int, a: int | Fraction, b: int | Fraction
+               ) -> tuple[float, float, float]:
+    """Var[y | j] = v0 + v1 j + v2 j^2 on the t scale, from exact rationals.
+
+    (a, b): the weights of a cell inside and outside the block (normalised here).
+    """
     m = k + cells
     d = cells * a + (m - cells) * b
     pa, pb = Fraction(a, d), Fraction(b, d)
@@ -123,55 +133,19 @@ def design(epsilon: float, k: int = GRID) -> tuple[int, int, int]:
     return best[1], best[2], best[3]
 
 
-@dataclass(frozen=True)
-class PiecewiseMean(IntReport):
-    """The Piecewise mechanism over [lo, hi] with grid outputs."""
+class PiecewiseHooks(IntReport):
+    """The hooks of a grid Piecewise channel, for both levels.
 
-    name: ClassVar[str] = "piecewise"
+    They read only ``k``, ``cells``, ``lo``, ``hi`` and ``channel`` = (a, b): the
+    probabilities of a cell inside and outside the block, so a two-level form
+    whose composed channel keeps the block shape reuses them as they are.
+    """
+
     kind: ClassVar[Kind] = "mean"
-    auto_candidate: ClassVar[bool] = True
-    declared_epsilon: float
     lo: float
     hi: float
-    k: int = field(init=False)
-    cells: int = field(init=False)
-    a: int = field(init=False)
-    b: int = field(init=False)
-
-    def __init__(self, epsilon: float, lo: float, hi: float, k: int = GRID) -> None:
-        eps = check_mechanism_epsilon(epsilon)
-        low, high = check_bounds(lo, hi)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 4:
-            raise ValueError(f"grid steps k must be an integer >= 4, got {k!r}")
-        cells, a, b = design(eps, k)
-        for key, value in (("declared_epsilon", eps), ("lo", low), ("hi", high), ("k", k),
-                           ("cells", cells), ("a", a), ("b", b)):
-            object.__setattr__(self, key, value)
-
-    @classmethod
-    def create(cls, params: dict[str, Any]) -> PiecewiseMean:
-        epsilon, lo, hi = (need(params, what, cls.name) for what in ("epsilon", "lo", "hi"))
-        return cls(epsilon, lo, hi)
-
-    # -- the channel -------------------------------------------------------------------
-
-    @property
-    def epsilon(self) -> float:
-        return self.declared_epsilon
-
-    @property
-    def epsilon_actual(self) -> float:
-        return log_up(Fraction(self.a, self.b))
-
-    @property
-    def total(self) -> int:
-        """D = L A + (M - L) B: a report draws u uniform in [0, D)."""
-        return self.cells * self.a + self.k * self.b
-
-    @property
-    def channel(self) -> tuple[Fraction, Fraction]:
-        """(P[a given cell of the block], P[a given cell outside it])."""
-        return Fraction(self.a, self.total), Fraction(self.b, self.total)
+    k: int
+    cells: int
 
     @property
     def domain_size(self) -> int:
@@ -192,18 +166,6 @@ class PiecewiseMean(IntReport):
             raise ValueError(f"value {value!r} is not in [{self.lo}, {self.hi}]")
         return float(value)
 
-    def cell_of(self, j: int, u: int) -> int:
-        """The cell for grid point j and a uniform u in [0, D)."""
-        inside = self.cells * self.a
-        if u < inside:
-            return j + u // self.a
-        w = (u - inside) // self.b
-        return w if w < j else w + self.cells
-
-    def _perturb(self, value: int | float, rng: Rng) -> int:
-        j = rounded(float(value), self.lo, self.hi, self.k, rng)
-        return self.cell_of(j, rng.randrange(self.total))
-
     # -- drivers -----------------------------------------------------------------------
 
     def _checked(self, values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
@@ -213,20 +175,6 @@ class PiecewiseMean(IntReport):
         if len(x) and (not np.all(np.isfinite(x)) or x.min() < self.lo or x.max() > self.hi):
             raise ValueError(f"true values must lie in [{self.lo}, {self.hi}]")
         return x
-
-    def sample_grid(self, j: npt.NDArray[np.int64], gen: Any) -> npt.NDArray[np.int64]:
-        """``cell_of`` over a batch of grid points."""
-        import numpy as np
-
-        u = gen.integers(0, self.total, size=len(j), dtype=np.int64)
-        inside = self.cells * self.a
-        w = (u - inside) // self.b
-        out = np.where(u < inside, j + u // self.a, w + self.cells * (w >= j))
-        return out.astype(np.int64)  # type: ignore[no-any-return]
-
-    def sample(self, values: npt.NDArray[Any], gen: Any) -> npt.NDArray[np.int64]:
-        j = round_inputs(self._checked(values), self.lo, self.hi, self.k, gen)
-        return self.sample_grid(j, gen)
 
     def batch_counters(self, batch: Any) -> npt.NDArray[np.int64]:
         return batch.astype("int64")  # type: ignore[no-any-return]
@@ -258,7 +206,7 @@ class PiecewiseMean(IntReport):
 
     def audit_design(self) -> Design:
         # x = hi is grid point k (block k..M-1), x' = lo grid point 0 (block 0..L-1);
-        # L < k, so E = {cell >= k} has probabilities L a and L b: ratio A/B.
+        # L < k, so E = {cell >= k} has probabilities L a and L b: ratio a/b.
         a, b = self.channel
         k = self.k
         return Design(self.hi, self.lo, lambda r: isinstance(r, int) and r >= k, lambda c: c >= k,
@@ -266,9 +214,14 @@ class PiecewiseMean(IntReport):
 
     # -- the estimator's hooks (``Numeric``) ----------------------------------------------
 
+    def grid_quadratic(self) -> tuple[float, float, float]:
+        """Var[y | grid point j] = v0 + v1 j + v2 j^2 on the t scale, exactly."""
+        a, b = self.channel
+        return _quadratic(self.k, self.cells, a, b)
+
     def quadratic(self) -> tuple[float, float, float]:
         """Var[y | t] at grid values = c0 + c1 t + c2 t^2 on the t scale."""
-        v0, v1, v2 = _quadratic(self.k, self.cells, self.a, self.b)
+        v0, v1, v2 = self.grid_quadratic()
         h = self.k / 2  # j = h (t + 1)
         return v0 + v1 * h + v2 * h * h, v1 * h + 2 * v2 * h * h, v2 * h * h
 
@@ -286,7 +239,7 @@ class PiecewiseMean(IntReport):
 
     def t_variance(self, value: float) -> float:
         """Exact Var[y | value] on the t scale, rounding included."""
-        v0, v1, v2 = _quadratic(self.k, self.cells, self.a, self.b)
+        v0, v1, v2 = self.grid_quadratic()
         j, f = up_probability(self.check_value(value), self.lo, self.hi, self.k)
         at = [v0 + v1 * i + v2 * i * i for i in (j, j + 1)]
         return (1 - f) * at[0] + f * at[1] + f * (1 - f) * (2 / self.k) ** 2
@@ -301,7 +254,7 @@ class PiecewiseMean(IntReport):
 
     def worst_variance(self) -> float:
         """The worst-case Var[y | t] over t in [-1, 1] (t scale), rounding included."""
-        return _worst(self.k, _quadratic(self.k, self.cells, self.a, self.b))
+        return _worst(self.k, self.grid_quadratic())
 
     def unit_variance(self) -> float:
         """Worst-case per-report variance of the mean of z = (x - lo)/(hi - lo)."""
@@ -312,6 +265,88 @@ class PiecewiseMean(IntReport):
         c0, _, c2 = self.quadratic()
         # E[t^2] = 1/3 for t uniform on [-1, 1]; rounding adds (2/k)^2 E[f(1-f)] = (2/k)^2/6.
         return (c0 + c2 / 3 + (2 / self.k) ** 2 / 6) / 4
+
+
+@dataclass(frozen=True)
+class PiecewiseMean(PiecewiseHooks):
+    """The Piecewise mechanism over [lo, hi] with grid outputs."""
+
+    name: ClassVar[str] = "piecewise"
+    auto_candidate: ClassVar[bool] = True
+    declared_epsilon: float
+    lo: float
+    hi: float
+    k: int = field(init=False)
+    cells: int = field(init=False)
+    a: int = field(init=False)
+    b: int = field(init=False)
+
+    def __init__(self, epsilon: float, lo: float, hi: float, k: int = GRID,
+                 cells: int | None = None) -> None:
+        eps = check_mechanism_epsilon(epsilon)
+        low, high = check_bounds(lo, hi)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 4:
+            raise ValueError(f"grid steps k must be an integer >= 4, got {k!r}")
+        if cells is None:
+            cells, a, b = design(eps, k)
+        elif isinstance(cells, bool) or not isinstance(cells, int) or not 1 <= cells < k:
+            raise ValueError(f"block width cells must be an integer in [1, {k}), got {cells!r}")
+        else:
+            a, b = _ratio(eps, k + cells)
+        for key, value in (("declared_epsilon", eps), ("lo", low), ("hi", high), ("k", k),
+                           ("cells", cells), ("a", a), ("b", b)):
+            object.__setattr__(self, key, value)
+
+    @classmethod
+    def create(cls, params: dict[str, Any]) -> PiecewiseMean:
+        epsilon, lo, hi = (need(params, what, cls.name) for what in ("epsilon", "lo", "hi"))
+        return cls(epsilon, lo, hi)
+
+    # -- the channel -------------------------------------------------------------------
+
+    @property
+    def epsilon(self) -> float:
+        return self.declared_epsilon
+
+    @property
+    def epsilon_actual(self) -> float:
+        return log_up(Fraction(self.a, self.b))
+
+    @property
+    def total(self) -> int:
+        """D = L A + (M - L) B: a report draws u uniform in [0, D)."""
+        return self.cells * self.a + self.k * self.b
+
+    @property
+    def channel(self) -> tuple[Fraction, Fraction]:
+        """(P[a given cell of the block], P[a given cell outside it])."""
+        return Fraction(self.a, self.total), Fraction(self.b, self.total)
+
+    def cell_of(self, j: int, u: int) -> int:
+        """The cell for grid point j and a uniform u in [0, D)."""
+        inside = self.cells * self.a
+        if u < inside:
+            return j + u // self.a
+        w = (u - inside) // self.b
+        return w if w < j else w + self.cells
+
+    def _perturb(self, value: int | float, rng: Rng) -> int:
+        j = rounded(float(value), self.lo, self.hi, self.k, rng)
+        return self.cell_of(j, rng.randrange(self.total))
+
+    def sample_grid(self, j: npt.NDArray[np.int64], gen: Any) -> npt.NDArray[np.int64]:
+        """``cell_of`` over a batch of grid points."""
+        import numpy as np
+
+        u = gen.integers(0, self.total, size=len(j), dtype=np.int64)
+        inside = self.cells * self.a
+        w = (u - inside) // self.b
+        out = np.where(u < inside, j + u // self.a, w + self.cells * (w >= j))
+        return out.astype(np.int64)  # type: ignore[no-any-return]
+
+    def sample(self, values: npt.NDArray[Any], gen: Any) -> npt.NDArray[np.int64]:
+        j = round_inputs(self._checked(values), self.lo, self.hi, self.k, gen)
+        return self.sample_grid(j, gen)
 
     def grid_cost(self) -> float:
         """Worst-case variance over the continuous PM's, minus 1."""
@@ -330,13 +365,15 @@ def _tally_variance(
     quad: tuple[float, float, float],
     tallies: Sequence[int] | npt.NDArray[np.int64],
     n: int,
+    evaluate: tuple[float, float, float] | None = None,
 ) -> float:
-    """Var of the mean of t from a tally over cells with t-values ``values``."""
+    """Var of the mean of t from a tally over cells with t-values ``values``
+    (``mean_variance_from_moments``)."""
     if len(tallies) != len(values):
         raise ValueError(f"tally vector has {len(tallies)} counters, need {len(values)}")
     m1 = sum(c * y for c, y in zip(tallies, values, strict=True)) / n
     m2 = sum(c * y * y for c, y in zip(tallies, values, strict=True)) / n
-    return mean_variance_from_moments(float(m1), float(m2), quad, n)
+    return mean_variance_from_moments(float(m1), float(m2), quad, n, evaluate)
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (PiecewiseMean,)

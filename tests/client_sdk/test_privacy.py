@@ -406,3 +406,31 @@ def test_memoised_reports_never_average_to_the_true_value() -> None:
     (life,) = device.privacy_report().lifetime
     assert (life.memoised_values, life.spent) == (1, 4.0)
     fleet.close(0)
+
+
+DWELL = {"name": "dwell", "kind": "numeric", "lo": 0.0, "hi": 60.0, "epsilon": 1.0,
+         "mechanism": "piecewise", "longitudinal": {"epsilon_inf": 4.0}}
+
+
+def test_a_drifting_memoised_number_is_charged_per_grid_point(tmp_path: Path) -> None:
+    """The memoised Piecewise mean rounds with the device's offset before memoising:
+    five values inside one grid step (60/256) reach at most two grid points, and the
+    lifetime ledger charges eps_inf per point, exactly the points the device's
+    permanent responses come from.  Charged per distinct value (the key before),
+    the third value would pass the lifetime budget of 8 = two charges."""
+    clock = Clock()
+    c = offline(tmp_path, clock=clock, metrics=[DWELL], lifetime_budgets={"dwell": 8.0})
+    values = [10.0, 10.05, 10.1, 10.15, 10.2]
+    try:
+        for v in values:
+            assert c.record("dwell", v).ok, v
+            clock.t += DAY
+        (life,) = c.privacy_report().lifetime
+    finally:
+        c.close(0)
+    spec = MetricSpec.from_json(DWELL)
+    m = spec.build()
+    secret = (tmp_path / "device_secret").read_bytes()
+    points = {m.memo_key(v, secret, memo_context(spec)) for v in values}  # type: ignore[attr-defined]
+    assert 1 <= len(points) <= 2
+    assert (life.memoised_values, life.spent) == (len(points), 4.0 * len(points))

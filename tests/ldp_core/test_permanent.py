@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ldp_core import mechanism, memo
+from ldp_core import Memoisable, mechanism, memo
 from ldp_core.registry import classes, longitudinal
 
 CONTEXT = "golden|3f2a"
@@ -68,6 +68,9 @@ GOLDEN: dict[str, list[Any]] = {
     "olh": [9, 7, 5, 7, 14, 0, 0, 7, 13, 0, 17, 13, 4, 1, 14, 5, 2, 19],
     "one_bit_mean": [1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0],
     "hadamard": [2, 0, 31, 0, 5, 3, 26, 21, 21, 2, 18, 7, 14, 25, 23, 27, 2, 31],
+    # alpha-point rounding (the device offset) then the cell of the grid point.
+    "piecewise": [36, 214, 334, 39, 452, 405, 6, 422, 376, 319, 75, 257, 35, 193, 425, 272,
+                  424, 392],
 }
 
 
@@ -105,6 +108,7 @@ def test_permanent_work_does_not_depend_on_the_value(
 
     monkeypatch.setattr(memo.HmacDrbg, "generate", counting)
     m = longitudinal(name, epsilon=1.0, epsilon_inf=3.0, domain_size=200, lo=0.0, hi=1.0)
+    assert isinstance(m, Memoisable)
     work = set()
     for v in range(50):
         value = m.check_value(v / 49 if m.kind == "mean" else v % m.domain_size)
