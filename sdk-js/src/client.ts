@@ -8,7 +8,11 @@
  * never goes without one), gzip batches with retries (capped exponential
  * backoff, full jitter, Retry-After honoured).  A wrong ingest key (401/403)
  * is a configuration error: logged with the URL, counted in
- * ``counters.configErrors``, reports kept and retried, ``flush`` false.  A
+ * ``counters.configErrors``, reports kept and retried, ``flush`` false.  So
+ * is a token issuer key the app has not pinned (``issuerKeys``, the bundled
+ * catalog's ``issuer_keys``; ``pins.ts``): logged once per key, counted in
+ * ``configErrors.issuer_key_unpinned``, no token asked or spent with it, the
+ * reports wait for an issuer with a pinned key.  A
  * report dropped before it left the device (its unit refused by the token
  * issuer) has its epsilon refunded.  ``optOut()`` purges the spool, the stock
  * and the secret and keeps the ledger, so an ``optIn()`` cannot reset budgets.
@@ -23,6 +27,7 @@ import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
 import { hmacSha256, toHex, utf8 } from "./sha256.js";
 import { entryKey, problemCode, TokenStock, type Answer } from "./stock.js";
+import { ConfigError, issuerPins } from "./pins.js";
 import { MemoryStore, type Store } from "./store.js";
 import { b64url } from "./tokens.js";
 import { batchJson, MAX_BATCH, type Row } from "./wire.js";
@@ -39,8 +44,10 @@ export interface ClientOptions {
   url: string;
   apiKey: string;
   store?: Store;
-  /** Specs bundled with the app (used until the collector's arrive). */
-  metrics?: Spec[];
+  /** Specs bundled with the app (used until the collector's arrive), or the catalog file's object. */
+  metrics?: Spec[] | Bundle;
+  /** Key ids (SHA-256 hex) of the token issuer keys the app accepts; none pinned: any, warned. */
+  issuerKeys?: string[];
   budgets?: Record<string, number>;
   lifetimeBudgets?: Record<string, number>;
   batchSize?: number;
@@ -65,6 +72,9 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
+/** A catalog file shipped with the app: ``{"metrics": [...], "issuer_keys": [...]}``. */
+export interface Bundle { metrics?: Spec[]; issuer_keys?: string[] }
+
 export type Logger = Pick<Console, "warn" | "info"> & Partial<Pick<Console, "error">>;
 
 /** ``record`` with ``strict: true``: the value is outside the metric's domain. */
@@ -79,7 +89,9 @@ const RETRYABLE = new Set([408, 425, 429]);
 const HOLD_MAX = 100, HOLD_MS = 60_000;
 
 export class Client {
-  private readonly o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics">>;
+  private readonly o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys">>;
+  private readonly bundled: Spec[];
+  private readonly pins: Set<string>;
   private readonly store: Store;
   private readonly fetchFn: typeof fetch;
   private readonly log: Logger;
@@ -106,7 +118,8 @@ export class Client {
   private readonly warned = new Set<string>();
   readonly counters = { sent: 0, duplicates: 0, retries: 0, batches: 0, clamped: 0,
     dropped: {} as Record<string, number>, refused: {} as Record<string, number>,
-    /** Configuration errors by kind (``invalid_key``: answers 401/403; reports kept). */
+    /** Configuration errors by kind (``invalid_key``: answers 401/403; ``issuer_key_unpinned``;
+     * reports kept). */
     configErrors: {} as Record<string, number> };
 
   private constructor(opts: ClientOptions) {
@@ -122,13 +135,17 @@ export class Client {
     this.fetchFn = opts.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
     this.log = opts.logger ?? console;
     if (!/^https:\/\//.test(this.o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.o.url)) {
-      throw new Error(`collector url must be https (or http on loopback), got ${opts.url}`);
+      throw new ConfigError(`collector url must be https (or http on loopback), got ${opts.url}`);
     }
+    const bundle: Bundle = Array.isArray(opts.metrics) ? { metrics: opts.metrics } : opts.metrics ?? {};
+    if (!Array.isArray(bundle.issuer_keys ?? [])) throw new ConfigError("issuer_keys of the bundled catalog must be a list of key ids");
+    this.pins = issuerPins([...opts.issuerKeys ?? [], ...bundle.issuer_keys ?? []]);
+    this.bundled = Array.isArray(bundle.metrics) ? bundle.metrics : [];
     this.stock = new TokenStock(this.store, (m, p, b, h) => this.call(m, p, b, h), () => this.install,
       this.o.tokensAhead, (metric) => {
         const high = this.ledger.state.high[metric], k = this.specs.get(metric);
         return high === undefined || !k ? null : Math.floor(high / (PERIOD[k.spec.epoch] ?? 86400));
-      });
+      }, (id) => this.allowKey(id));
   }
 
   /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
@@ -143,7 +160,7 @@ export class Client {
     // collector refuses: it waits for a real token like a new report.
     c.pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
     for (const t of loaded.tokens) c.stock.entries.set(entryKey(t), t);
-    c.learn(opts.metrics ?? [], false);
+    c.learn(c.bundled, false);
     if (loaded.catalog) c.learn(loaded.catalog, false);
     if (c.store.snapshot) await c.store.snapshot(c.ledger.state, c.pending, [...c.stock.entries.values()]);
     if (opts.fetchMetrics ?? true) void c.refreshMetrics();
@@ -159,6 +176,22 @@ export class Client {
     this.secret = secret;
     // What the token issuer knows this install by (never sent with a report).
     this.install = secret.length ? b64url(hmacSha256(secret, utf8("ldp-install-key-v1"))) : "";
+  }
+
+  /** May the issuer key ``id`` be used: pinned, or no pin at all (warned once per key). */
+  private allowKey(id: string): boolean {
+    if (!this.pins.size) {
+      this.warnOnce(`key:${id}`, `token issuer key ${id} accepted without a pin: pin it (issuerKeys) so that an issuer cannot give this device a key of its own`);
+      return true;
+    }
+    if (this.pins.has(id)) return true;
+    const e = this.counters.configErrors;
+    e.issuer_key_unpinned = (e.issuer_key_unpinned ?? 0) + 1;
+    if (!this.warned.has(`pin:${id}`)) {
+      this.warned.add(`pin:${id}`);
+      (this.log.error ?? this.log.warn)(`[ldp-telemetry] the token issuer at ${this.o.url} serves key ${id}, which this app has not pinned (issuerKeys): configuration error; no token is asked or spent with it, reports are kept`);
+    }
+    return false;
   }
 
   private learn(specs: unknown[], fromCollector: boolean): number {

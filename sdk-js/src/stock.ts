@@ -14,6 +14,10 @@
  *    sending it: a lost answer is asked again with the same blinded message,
  *    which the issuer signs again (a new one would be ``token_limit``).
  *
+ * The issuer's key is used only if ``allow(keyId)`` (the app's pins, ``pins.ts``):
+ * otherwise no token is asked or spent with it, the reports wait and the key is
+ * asked again at the next try (``failed``, the Client backs off).
+ *
  * A unit the issuer refuses for good (``FINAL``) gives back its waiting
  * reports, to be dropped by the Client under that code (they never left the
  * device: their epsilon is refunded).  Without network they wait.
@@ -95,6 +99,8 @@ export class TokenStock {
     private readonly ahead = true,
     /** The first epoch a new report of ``metric`` can have (older stock is dead), or null. */
     private readonly firstEpoch: (metric: string) => number | null = () => null,
+    /** Whether the issuer key with this id (hex) may be used (pinned, or no pin). */
+    private readonly allow: (keyId: string) => boolean = () => true,
   ) {}
 
   /** Stock tokens onto ``waiting`` rows (token ""), fetching missing ones; rows to drop by code. */
@@ -147,7 +153,9 @@ export class TokenStock {
     if (!this.key) {
       const a = await this.http("GET", "/v1/tokens/key");
       check(a, "GET /v1/tokens/key");
-      this.key = keyFromJson(JSON.parse(a.body));
+      const key = keyFromJson(JSON.parse(a.body)), id = toHex(key.keyId);
+      if (!this.allow(id)) throw new TokenError(`issuer key ${id} is not pinned`);
+      this.key = key;
     }
     return this.key;
   }
