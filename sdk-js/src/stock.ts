@@ -85,7 +85,7 @@ function check(a: Answer, what: string): void {
 
 export class TokenStock {
   readonly entries = new Map<string, TokenEntry>();
-  private key: PublicKey | null = null;
+  #key: PublicKey | null = null;
   /** The last ``ready`` tried to fetch tokens and failed (the Client backs off). */
   failed: Answer | Error | null = null;
   /** The last ``ready`` got at least one token (the Client's backoff resets). */
@@ -107,21 +107,21 @@ export class TokenStock {
   async ready(waiting: Row[]): Promise<Map<string, Row[]>> {
     this.failed = null;
     this.progress = false;
-    const missing = await this.assign(waiting);
+    const missing = await this.#assign(waiting);
     if (!missing.size) return new Map();
     try {
-      return await this.fetch(missing, waiting);
+      return await this.#fetch(missing, waiting);
     } catch (e) {
       if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token)]]);
       this.failed = e instanceof Busy ? e.answer : (e as Error);
       return new Map();
     } finally {
-      await this.assign(waiting);
+      await this.#assign(waiting);
     }
   }
 
   /** Move stock tokens into waiting rows; the units still without one, oldest row first. */
-  private async assign(waiting: Row[]): Promise<Map<string, [string, number, number]>> {
+  async #assign(waiting: Row[]): Promise<Map<string, [string, number, number]>> {
     const stock = new Map<string, TokenEntry[]>();
     for (const t of this.entries.values()) {
       if (t.token === null) continue;
@@ -149,19 +149,19 @@ export class TokenStock {
     return missing;
   }
 
-  private async publicKey(): Promise<PublicKey> {
-    if (!this.key) {
+  async #publicKey(): Promise<PublicKey> {
+    if (!this.#key) {
       const a = await this.http("GET", "/v1/tokens/key");
       check(a, "GET /v1/tokens/key");
       const key = keyFromJson(JSON.parse(a.body)), id = toHex(key.keyId);
-      if (!this.allow(id)) throw new TokenError(`issuer key ${id} is not pinned`);
-      this.key = key;
+      if (!this.allow(id)) throw new TokenError("unpinned");
+      this.#key = key;
     }
-    return this.key;
+    return this.#key;
   }
 
-  private async fetch(missing: Map<string, [string, number, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
-    const key = await this.publicKey();
+  async #fetch(missing: Map<string, [string, number, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
+    const key = await this.#publicKey();
     const asked = new Map<string, TokenEntry>();   // unit -> entry asked before (answer lost)
     const stocked = new Set<string>();
     for (const t of this.entries.values()) {
@@ -198,12 +198,12 @@ export class TokenStock {
     const units = [...wanted.keys()];
     for (let lo = 0; lo < units.length; lo += MAX_UNITS) {
       const chunk = units.slice(lo, lo + MAX_UNITS).map((u) => asked.get(u)!);
-      await this.ask(key, chunk, missing, waiting, drop);
+      await this.#ask(key, chunk, missing, waiting, drop);
     }
     return drop;
   }
 
-  private async ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
+  async #ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
     drop: Map<string, Row[]>): Promise<void> {
     const body = JSON.stringify({ units: chunk.map((t) => ({ metric: t.metric, version: t.version, epoch: t.epoch, blinded: t.blinded })) });
     const a = await this.http("POST", "/v1/tokens", body, { "LDP-Install-Key": this.install() });
