@@ -90,7 +90,6 @@ const HOLD_MAX = 100, HOLD_MS = 60_000;
 
 export class Client {
   readonly #o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys">>;
-  readonly #bundled: Spec[];
   readonly #pins: Set<string>;
   readonly #store: Store;
   readonly #fetchFn: typeof fetch;
@@ -137,10 +136,8 @@ export class Client {
     if (!/^https:\/\//.test(this.#o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.#o.url)) {
       throw new ConfigError(`collector url must be https (or http on loopback), got ${opts.url}`);
     }
-    const bundle: Bundle = Array.isArray(opts.metrics) ? { metrics: opts.metrics } : opts.metrics ?? {};
     // [x].flat(): a lone string or object in issuer_keys is checked as one (bad) pin.
-    this.#pins = issuerPins([...opts.issuerKeys ?? [], ...[bundle.issuer_keys ?? []].flat()]);
-    this.#bundled = Array.isArray(bundle.metrics) ? bundle.metrics : [];
+    this.#pins = issuerPins([...opts.issuerKeys ?? [], ...[bundle(opts).issuer_keys ?? []].flat()]);
     this.#stock = new TokenStock(this.#store, (m, p, b, h) => this.#call(m, p, b, h), () => this.#install,
       this.#o.tokensAhead, (metric) => {
         const high = this.#ledger.state.high[metric], k = this.#specs.get(metric);
@@ -160,7 +157,7 @@ export class Client {
     // collector refuses: it waits for a real token like a new report.
     c.#pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
     for (const t of loaded.tokens) c.#stock.entries.set(entryKey(t), t);
-    c.#learn(c.#bundled, false);
+    c.#learn(bundle(opts).metrics ?? [], false);
     if (loaded.catalog) c.#learn(loaded.catalog, false);
     if (c.#store.snapshot) await c.#store.snapshot(c.#ledger.state, c.#pending, [...c.#stock.entries.values()]);
     if (opts.fetchMetrics ?? true) void c.refreshMetrics();
@@ -178,20 +175,14 @@ export class Client {
     this.#install = secret.length ? b64url(hmacSha256(secret, utf8("ldp-install-key-v1"))) : "";
   }
 
-  /** May the issuer key ``id`` be used: pinned, or no pin at all (warned once per key). */
+  /** May the issuer key ``id`` be used: pinned, or no pin at all (then warned once per key). */
   #allowKey(id: string): boolean {
-    if (!this.#pins.size) {
-      this.#warnOnce(`key:${id}`, `issuer key ${id} used without a pin (issuerKeys): an issuer could give each device its own key`);
-      return true;
-    }
-    if (this.#pins.has(id)) return true;
-    const e = this.counters.configErrors;
-    e.issuer_key_unpinned = (e.issuer_key_unpinned ?? 0) + 1;
-    if (!this.#warned.has(`pin:${id}`)) {
-      this.#warned.add(`pin:${id}`);
-      (this.#log.error ?? this.#log.warn)(`[ldp-telemetry] ${this.#o.url}: issuer key ${id} is not pinned (issuerKeys): configuration error; reports kept, no token asked`);
-    }
-    return false;
+    const pins = this.#pins, ok = !pins.size;
+    if (pins.has(id)) return true;
+    if (!ok) bump(this.counters.configErrors, "issuer_key_unpinned");
+    this.#warnOnce(`key:${id}`, ok ? `issuer key ${id} used without a pin (issuerKeys)`
+      : `${this.#o.url}: issuer key ${id} not pinned (issuerKeys): configuration error, reports kept`, ok ? "warn" : "error");
+    return ok;
   }
 
   #learn(specs: unknown[], fromCollector: boolean): number {
@@ -221,14 +212,14 @@ export class Client {
     return n;
   }
 
-  #warnOnce(key: string, message: string): void {
+  #warnOnce(key: string, message: string, level: "warn" | "error" = "warn"): void {
     if (this.#warned.has(key)) return;
     this.#warned.add(key);
-    this.#log.warn(`[ldp-telemetry] ${message}`);
+    (this.#log[level] ?? this.#log.warn)(`[ldp-telemetry] ${message}`);
   }
 
   #refuse(status: Status, epoch?: number): RecordResult {
-    this.counters.refused[status] = (this.counters.refused[status] ?? 0) + 1;
+    bump(this.counters.refused, status);
     return { status, ok: false, epoch };
   }
 
@@ -372,7 +363,7 @@ export class Client {
     const a = await this.#request(method, path, body, extra);
     if (a.status === 401 || a.status === 403) {
       const reason = `${a.status} ${problemCode(a.body) ?? "refused"}`;
-      this.counters.configErrors.invalid_key = (this.counters.configErrors.invalid_key ?? 0) + 1;
+      bump(this.counters.configErrors, "invalid_key");
       if (this.#keyRejected !== reason) {
         (this.#log.error ?? this.#log.warn)(`[ldp-telemetry] ${method} ${this.#o.url}${path}: ${reason}: `
           + "the ingest key (or the install key) is refused; reports are kept and retried");
@@ -504,7 +495,7 @@ export class Client {
   }
 
   #drop(code: string, n: number): void {
-    this.counters.dropped[code] = (this.counters.dropped[code] ?? 0) + n;
+    bump(this.counters.dropped, code, n);
   }
 
   async #forget(batch: Row[]): Promise<void> {
@@ -575,6 +566,14 @@ export class Client {
     if (this.#timer) clearInterval(this.#timer);
   }
 }
+
+/** Add ``n`` to the counter ``key`` of ``counts``. */
+function bump(counts: Record<string, number>, key: string, n = 1): void {
+  counts[key] = (counts[key] ?? 0) + n;
+}
+
+/** The ``metrics`` option as a catalog file's object. */
+const bundle = (o: ClientOptions): Bundle => Array.isArray(o.metrics) ? { metrics: o.metrics } : o.metrics ?? {};
 
 /** Seconds to wait from a Retry-After header (seconds or HTTP date), clamped; null if absent/bad. */
 export function retryAfterSeconds(header: string | null, max: number): number | null {

@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Client, ConfigError, issuerPins, MemoryStore, openNodeClient, type Spec } from "../src/node.js";
+import { Client, ConfigError, MemoryStore, openNodeClient, type Spec } from "../src/node.js";
+import { issuerPins } from "../src/pins.js";
 
 const A = "ab".repeat(32), B = "cd".repeat(32);
 // A GRR spec over ["a", "b"] as the Python core registers it (from the shared vectors).
