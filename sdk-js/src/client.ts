@@ -215,7 +215,13 @@ export class Client {
   #warnOnce(key: string, message: string, level: "warn" | "error" = "warn"): void {
     if (this.#warned.has(key)) return;
     this.#warned.add(key);
-    (this.#log[level] ?? this.#log.warn)(`[ldp-telemetry] ${message}`);
+    this.#say(message, level);
+  }
+
+  /** Log one line at ``level`` (``warn`` if the logger has no ``error``), as a method call. */
+  #say(message: string, level: "warn" | "error" = "warn"): void {
+    const log = this.#log;
+    (log[level] ?? log.warn).call(log, `[ldp-telemetry] ${message}`);
   }
 
   #refuse(status: Status, epoch?: number): RecordResult {
@@ -251,7 +257,7 @@ export class Client {
     this.#lock = run.catch(() => undefined);
     return run.catch((e) => {
       if (e instanceof InvalidValueError) throw e;
-      this.#log.warn(`[ldp-telemetry] record failed: ${(e as Error)?.name ?? "error"}`);
+      this.#say(`record failed: ${(e as Error)?.name ?? "error"}`);
       return this.#refuse("storage_error");
     });
   }
@@ -297,7 +303,7 @@ export class Client {
     try {
       await this.#store.commit(charge, row);
     } catch (e) {
-      this.#log.warn(`[ldp-telemetry] ledger or spool write failed: ${(e as Error)?.name}`);
+      this.#say(`ledger or spool write failed: ${(e as Error)?.name}`);
       return this.#refuse("storage_error");
     }
     this.#ledger.apply(charge);
@@ -365,8 +371,7 @@ export class Client {
       const reason = `${a.status} ${problemCode(a.body) ?? "refused"}`;
       bump(this.counters.configErrors, "invalid_key");
       if (this.#keyRejected !== reason) {
-        (this.#log.error ?? this.#log.warn)(`[ldp-telemetry] ${method} ${this.#o.url}${path}: ${reason}: `
-          + "the ingest key (or the install key) is refused; reports are kept and retried");
+        this.#say(`${method} ${this.#o.url}${path}: ${reason}: ingest or install key refused; reports kept, retried`, "error");
       }
       this.#keyRejected = reason;
     } else {
@@ -396,7 +401,7 @@ export class Client {
       // Never a rejection at the app (a timer or page-hide calls this unawaited): a store
       // failure is logged and retried later.
       this.#sending = this.#sendAll().catch((e) => {
-        this.#log.warn(`[ldp-telemetry] delivery stopped: ${(e as Error)?.name ?? "error"}; will retry`);
+        this.#say(`delivery stopped: ${(e as Error)?.name ?? "error"}; will retry`);
         this.#retry(null);
         return false;
       }).finally(() => { this.#sending = null; });
@@ -440,7 +445,7 @@ export class Client {
     const gone = new Set(rows);
     this.#pending = this.#pending.filter((r) => !gone.has(r));
     this.#drop(code, rows.length);
-    this.#log.warn(`[ldp-telemetry] the token issuer at ${this.#o.url} refused ${rows.length} report(s): ${code} (dropped before sending; epsilon refunded)`);
+    this.#say(`the token issuer at ${this.#o.url} refused ${rows.length} report(s): ${code} (dropped before sending; epsilon refunded)`);
   }
 
   async #body(batch: Row[]): Promise<{ body: string | Uint8Array; headers: Record<string, string> }> {
@@ -485,7 +490,7 @@ export class Client {
         return "ok";
       }
       const code = problemCode(answer.body) ?? `http_${status}`;
-      this.#log.warn(`[ldp-telemetry] POST ${this.#o.url}/v1/reports refused a batch of ${batch.length}: ${status} ${code} (dropped)`);
+      this.#say(`POST ${this.#o.url}/v1/reports refused a batch of ${batch.length}: ${status} ${code} (dropped)`);
       await this.#forget(batch);
       this.#drop(code, batch.length);
       return "ok";
