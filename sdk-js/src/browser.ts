@@ -32,11 +32,11 @@ function done(req: IDBRequest | IDBTransaction): Promise<unknown> {
 }
 
 export class IndexedDbStore implements Store {
-  private db!: IDBDatabase;
+  #db!: IDBDatabase;
   constructor(private readonly name = "ldp-telemetry") {}
 
-  private tx(stores: string[], mode: IDBTransactionMode): IDBTransaction {
-    return (this.db.transaction as (s: string[], m: IDBTransactionMode, o?: object) => IDBTransaction)(
+  #tx(stores: string[], mode: IDBTransactionMode): IDBTransaction {
+    return (this.#db.transaction as (s: string[], m: IDBTransactionMode, o?: object) => IDBTransaction)(
       stores, mode, { durability: "strict" });
   }
 
@@ -51,8 +51,8 @@ export class IndexedDbStore implements Store {
       }
       if (ev.oldVersion < 2) db.createObjectStore("tokens");   // version 1 rows wait for a token like new ones
     };
-    this.db = (await done(req)) as IDBDatabase;
-    const t = this.tx(["state", "rows", "charges", "tokens"], "readwrite");
+    this.#db = (await done(req)) as IDBDatabase;
+    const t = this.#tx(["state", "rows", "charges", "tokens"], "readwrite");
     const st = t.objectStore("state");
     const optedOut = ((await done(st.get("optedOut"))) as boolean | undefined) ?? false;
     let secret = ((await done(st.get("secret"))) as Uint8Array | undefined) ?? new Uint8Array(0);
@@ -67,42 +67,42 @@ export class IndexedDbStore implements Store {
   }
 
   async commit(charge: Charge, row: Row): Promise<void> {
-    const t = this.tx(["rows", "charges"], "readwrite");
+    const t = this.#tx(["rows", "charges"], "readwrite");
     t.objectStore("charges").add(charge);
     t.objectStore("rows").add(row);
     await done(t);
   }
 
   async remove(ids: string[]): Promise<void> {
-    const t = this.tx(["rows"], "readwrite");
+    const t = this.#tx(["rows"], "readwrite");
     const rows = t.objectStore("rows");
     for (const id of ids) rows.delete(id);
     await done(t);
   }
 
   async drop(ids: string[], refunds: Charge[]): Promise<void> {
-    const t = this.tx(["rows", "charges"], "readwrite");
+    const t = this.#tx(["rows", "charges"], "readwrite");
     for (const id of ids) t.objectStore("rows").delete(id);
     for (const c of refunds) t.objectStore("charges").add(c);
     await done(t);
   }
 
   async assign(moves: { row: Row; stock: string }[], dead: string[]): Promise<void> {
-    const t = this.tx(["rows", "tokens"], "readwrite");
+    const t = this.#tx(["rows", "tokens"], "readwrite");
     for (const { row, stock } of moves) { t.objectStore("rows").put(row); t.objectStore("tokens").delete(stock); }
     for (const k of dead) t.objectStore("tokens").delete(k);
     await done(t);
   }
 
   async saveTokens(put: TokenEntry[], del: string[]): Promise<void> {
-    const t = this.tx(["tokens"], "readwrite");
+    const t = this.#tx(["tokens"], "readwrite");
     for (const e of put) t.objectStore("tokens").put(e, entryKey(e));
     for (const k of del) t.objectStore("tokens").delete(k);
     await done(t);
   }
 
   async optOut(): Promise<void> {
-    const t = this.tx(["state", "rows", "tokens"], "readwrite");
+    const t = this.#tx(["state", "rows", "tokens"], "readwrite");
     t.objectStore("state").put(true, "optedOut");
     t.objectStore("state").delete("secret");
     t.objectStore("rows").clear();
@@ -111,21 +111,21 @@ export class IndexedDbStore implements Store {
   }
 
   async optIn(secret: Uint8Array): Promise<void> {
-    const t = this.tx(["state"], "readwrite");
+    const t = this.#tx(["state"], "readwrite");
     t.objectStore("state").put(secret, "secret");
     t.objectStore("state").delete("optedOut");
     await done(t);
   }
 
   async snapshot(ledger: LedgerState): Promise<void> {
-    const t = this.tx(["state", "charges"], "readwrite");
+    const t = this.#tx(["state", "charges"], "readwrite");
     t.objectStore("state").put(ledger, "ledger");
     t.objectStore("charges").clear();
     await done(t);
   }
 
   async saveCatalog(specs: Spec[]): Promise<void> {
-    const t = this.tx(["state"], "readwrite");
+    const t = this.#tx(["state"], "readwrite");
     t.objectStore("state").put(specs, "catalog");
     await done(t);
   }

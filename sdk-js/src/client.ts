@@ -8,7 +8,11 @@
  * never goes without one), gzip batches with retries (capped exponential
  * backoff, full jitter, Retry-After honoured).  A wrong ingest key (401/403)
  * is a configuration error: logged with the URL, counted in
- * ``counters.configErrors``, reports kept and retried, ``flush`` false.  A
+ * ``counters.configErrors``, reports kept and retried, ``flush`` false.  So
+ * is a token issuer key the app has not pinned (``issuerKeys``, the bundled
+ * catalog's ``issuer_keys``; ``pins.ts``): logged once per key, counted in
+ * ``configErrors.issuer_key_unpinned``, no token asked or spent with it, the
+ * reports wait for an issuer with a pinned key.  A
  * report dropped before it left the device (its unit refused by the token
  * issuer) has its epsilon refunded.  ``optOut()`` purges the spool, the stock
  * and the secret and keeps the ledger, so an ``optIn()`` cannot reset budgets.
@@ -23,6 +27,7 @@ import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
 import { hmacSha256, toHex, utf8 } from "./sha256.js";
 import { entryKey, problemCode, TokenStock, type Answer } from "./stock.js";
+import { ConfigError, issuerPins } from "./pins.js";
 import { MemoryStore, type Store } from "./store.js";
 import { b64url } from "./tokens.js";
 import { batchJson, MAX_BATCH, type Row } from "./wire.js";
@@ -39,8 +44,10 @@ export interface ClientOptions {
   url: string;
   apiKey: string;
   store?: Store;
-  /** Specs bundled with the app (used until the collector's arrive). */
-  metrics?: Spec[];
+  /** Specs bundled with the app (used until the collector's arrive), or the catalog file's object. */
+  metrics?: Spec[] | Bundle;
+  /** Key ids (SHA-256 hex) of the token issuer keys the app accepts; none pinned: any, warned. */
+  issuerKeys?: string[];
   budgets?: Record<string, number>;
   lifetimeBudgets?: Record<string, number>;
   batchSize?: number;
@@ -65,6 +72,9 @@ export interface ClientOptions {
   logger?: Logger;
 }
 
+/** A catalog file shipped with the app: ``{"metrics": [...], "issuer_keys": [...]}``. */
+export interface Bundle { metrics?: Spec[]; issuer_keys?: string[] }
+
 export type Logger = Pick<Console, "warn" | "info"> & Partial<Pick<Console, "error">>;
 
 /** ``record`` with ``strict: true``: the value is outside the metric's domain. */
@@ -79,38 +89,40 @@ const RETRYABLE = new Set([408, 425, 429]);
 const HOLD_MAX = 100, HOLD_MS = 60_000;
 
 export class Client {
-  private readonly o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics">>;
-  private readonly store: Store;
-  private readonly fetchFn: typeof fetch;
-  private readonly log: Logger;
-  private readonly rng = new SystemRng();
-  private readonly stock: TokenStock;
-  private secret: Uint8Array = new Uint8Array(32);
-  private install = "";
-  private optedOutNow = false;
-  private keyRejected: string | null = null;
-  private ledger = new Ledger();
-  private readonly specs = new Map<string, Known>();
-  private readonly conflicts = new Map<string, number>();
-  private fetched = false;
-  private pending: Row[] = [];
-  private readonly inflight = new Set<string>();
-  private held: { name: string; value: unknown; at: number }[] = [];
-  private lock: Promise<unknown> = Promise.resolve();
-  private sending: Promise<boolean> | null = null;
-  private attempt = 0;
-  private backoffUntil = 0;
-  private sendLimit = MAX_BATCH;
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private closed = false;
-  private readonly warned = new Set<string>();
+  readonly #o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys">>;
+  readonly #pins: Set<string>;
+  readonly #store: Store;
+  readonly #fetchFn: typeof fetch;
+  readonly #log: Logger;
+  readonly #rng = new SystemRng();
+  readonly #stock: TokenStock;
+  #secret: Uint8Array = new Uint8Array(32);
+  #install = "";
+  #optedOutNow = false;
+  #keyRejected: string | null = null;
+  #ledger = new Ledger();
+  readonly #specs = new Map<string, Known>();
+  readonly #conflicts = new Map<string, number>();
+  #fetched = false;
+  #pending: Row[] = [];
+  readonly #inflight = new Set<string>();
+  #held: { name: string; value: unknown; at: number }[] = [];
+  #lock: Promise<unknown> = Promise.resolve();
+  #sending: Promise<boolean> | null = null;
+  #attempt = 0;
+  #backoffUntil = 0;
+  #sendLimit = MAX_BATCH;
+  #timer: ReturnType<typeof setInterval> | null = null;
+  #closed = false;
+  readonly #warned = new Set<string>();
   readonly counters = { sent: 0, duplicates: 0, retries: 0, batches: 0, clamped: 0,
     dropped: {} as Record<string, number>, refused: {} as Record<string, number>,
-    /** Configuration errors by kind (``invalid_key``: answers 401/403; reports kept). */
+    /** Configuration errors by kind (``invalid_key``: answers 401/403; ``issuer_key_unpinned``;
+     * reports kept). */
     configErrors: {} as Record<string, number> };
 
   private constructor(opts: ClientOptions) {
-    this.o = {
+    this.#o = {
       url: opts.url.replace(/\/+$/, ""), apiKey: opts.apiKey, budgets: opts.budgets ?? {},
       lifetimeBudgets: opts.lifetimeBudgets ?? {}, batchSize: opts.batchSize ?? 100,
       interval: opts.interval ?? 30, backoffBase: opts.backoffBase ?? 0.5, backoffMax: opts.backoffMax ?? 60,
@@ -118,89 +130,107 @@ export class Client {
       clock: opts.clock ?? (() => Date.now() / 1000), keepalive: opts.keepalive ?? false,
       strict: opts.strict ?? false, gzip: opts.gzip ?? true, tokensAhead: opts.tokensAhead ?? true,
     };
-    this.store = opts.store ?? new MemoryStore();
-    this.fetchFn = opts.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
-    this.log = opts.logger ?? console;
-    if (!/^https:\/\//.test(this.o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.o.url)) {
-      throw new Error(`collector url must be https (or http on loopback), got ${opts.url}`);
+    this.#store = opts.store ?? new MemoryStore();
+    this.#fetchFn = opts.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
+    this.#log = opts.logger ?? console;
+    if (!/^https:\/\//.test(this.#o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.#o.url)) {
+      throw new ConfigError(`collector url must be https (or http on loopback), got ${opts.url}`);
     }
-    this.stock = new TokenStock(this.store, (m, p, b, h) => this.call(m, p, b, h), () => this.install,
-      this.o.tokensAhead, (metric) => {
-        const high = this.ledger.state.high[metric], k = this.specs.get(metric);
+    // [x].flat(): a lone string or object in issuer_keys is checked as one (bad) pin.
+    this.#pins = issuerPins([...opts.issuerKeys ?? [], ...[bundle(opts).issuer_keys ?? []].flat()]);
+    this.#stock = new TokenStock(this.#store, (m, p, b, h) => this.#call(m, p, b, h), () => this.#install,
+      this.#o.tokensAhead, (metric) => {
+        const high = this.#ledger.state.high[metric], k = this.#specs.get(metric);
         return high === undefined || !k ? null : Math.floor(high / (PERIOD[k.spec.epoch] ?? 86400));
-      });
+      }, (id) => this.#allowKey(id));
   }
 
   /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
   static async open(opts: ClientOptions): Promise<Client> {
     const c = new Client(opts);
-    const loaded = await c.store.open(() => c.rng.bytes(32));
-    c.useSecret(loaded.secret);
-    c.optedOutNow = loaded.optedOut;
-    c.ledger = new Ledger(loaded.ledger ?? undefined);
-    for (const ch of loaded.charges) c.ledger.apply(ch);
+    const loaded = await c.#store.open(() => c.#rng.bytes(32));
+    c.#useSecret(loaded.secret);
+    c.#optedOutNow = loaded.optedOut;
+    c.#ledger = new Ledger(loaded.ledger ?? undefined);
+    for (const ch of loaded.charges) c.#ledger.apply(ch);
     // A row spooled by an SDK without blind tokens holds a 64-hex HMAC token the
     // collector refuses: it waits for a real token like a new report.
-    c.pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
-    for (const t of loaded.tokens) c.stock.entries.set(entryKey(t), t);
-    c.learn(opts.metrics ?? [], false);
-    if (loaded.catalog) c.learn(loaded.catalog, false);
-    if (c.store.snapshot) await c.store.snapshot(c.ledger.state, c.pending, [...c.stock.entries.values()]);
+    c.#pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
+    for (const t of loaded.tokens) c.#stock.entries.set(entryKey(t), t);
+    c.#learn(bundle(opts).metrics ?? [], false);
+    if (loaded.catalog) c.#learn(loaded.catalog, false);
+    if (c.#store.snapshot) await c.#store.snapshot(c.#ledger.state, c.#pending, [...c.#stock.entries.values()]);
     if (opts.fetchMetrics ?? true) void c.refreshMetrics();
-    else c.fetched = true;
-    if (c.o.interval > 0) {
-      c.timer = setInterval(() => { if (c.pending.length) void c.deliver(); }, c.o.interval * 1000);
-      (c.timer as { unref?: () => void }).unref?.();
+    else c.#fetched = true;
+    if (c.#o.interval > 0) {
+      c.#timer = setInterval(() => { if (c.#pending.length) void c.deliver(); }, c.#o.interval * 1000);
+      (c.#timer as { unref?: () => void }).unref?.();
     }
     return c;
   }
 
-  private useSecret(secret: Uint8Array): void {
-    this.secret = secret;
+  #useSecret(secret: Uint8Array): void {
+    this.#secret = secret;
     // What the token issuer knows this install by (never sent with a report).
-    this.install = secret.length ? b64url(hmacSha256(secret, utf8("ldp-install-key-v1"))) : "";
+    this.#install = secret.length ? b64url(hmacSha256(secret, utf8("ldp-install-key-v1"))) : "";
   }
 
-  private learn(specs: unknown[], fromCollector: boolean): number {
+  /** May the issuer key ``id`` be used: pinned, or no pin at all (then warned once per key). */
+  #allowKey(id: string): boolean {
+    const pins = this.#pins, ok = !pins.size;
+    if (pins.has(id)) return true;
+    if (!ok) bump(this.counters.configErrors, "issuer_key_unpinned");
+    this.#warnOnce(`key:${id}`, ok ? `issuer key ${id} used without a pin (issuerKeys)`
+      : `${this.#o.url}: issuer key ${id} not pinned (issuerKeys): configuration error, reports kept`, ok ? "warn" : "error");
+    return ok;
+  }
+
+  #learn(specs: unknown[], fromCollector: boolean): number {
     let n = 0;
     for (const raw of specs) {
       try {
         const spec = raw as Spec;
         if (typeof spec?.name !== "string" || typeof spec.version !== "number") continue;
-        const old = this.specs.get(spec.name);
+        const old = this.#specs.get(spec.name);
         if (old && old.spec.version > spec.version) continue;
         const m = buildMechanism(spec);
         const fingerprint = mechanismFingerprint(spec);
         if (old && old.spec.version === spec.version && old.fingerprint !== fingerprint) {
-          this.conflicts.set(spec.name, spec.version);
-          this.warnOnce(`conflict:${spec.name}`, `metric ${spec.name} v${spec.version} changed under its version: refused`);
+          this.#conflicts.set(spec.name, spec.version);
+          this.#warnOnce(`conflict:${spec.name}`, `metric ${spec.name} v${spec.version} changed under its version: refused`);
           continue;
         }
         const index = spec.kind === "categorical" ? new Map((spec.domain ?? []).map((c, i) => [c, i])) : undefined;
-        this.specs.set(spec.name, { spec, m, fingerprint, context: memoContext(spec, fingerprint), index });
-        if ((this.conflicts.get(spec.name) ?? Infinity) < spec.version) this.conflicts.delete(spec.name);
+        this.#specs.set(spec.name, { spec, m, fingerprint, context: memoContext(spec, fingerprint), index });
+        if ((this.#conflicts.get(spec.name) ?? Infinity) < spec.version) this.#conflicts.delete(spec.name);
         n++;
       } catch (e) {
-        this.warnOnce(`spec:${String((raw as Spec)?.name)}`, `unusable metric spec: ${(e as Error).message}`);
+        this.#warnOnce(`spec:${String((raw as Spec)?.name)}`, `unusable metric spec: ${(e as Error).message}`);
       }
     }
-    if (fromCollector) this.fetched = true;
+    if (fromCollector) this.#fetched = true;
     return n;
   }
 
-  private warnOnce(key: string, message: string): void {
-    if (this.warned.has(key)) return;
-    this.warned.add(key);
-    this.log.warn(`[ldp-telemetry] ${message}`);
+  #warnOnce(key: string, message: string, level: "warn" | "error" = "warn"): void {
+    if (this.#warned.has(key)) return;
+    this.#warned.add(key);
+    this.#say(message, level);
   }
 
-  private refuse(status: Status, epoch?: number): RecordResult {
-    this.counters.refused[status] = (this.counters.refused[status] ?? 0) + 1;
+  /** Log one line at ``level`` (``warn`` if the logger has no ``error``), as a method call. */
+  #say(message: string, level: "warn" | "error" = "warn"): void {
+    const log = this.#log;
+    (log[level] ?? log.warn).call(log, `[ldp-telemetry] ${message}`);
+  }
+
+  #refuse(status: Status, epoch?: number): RecordResult {
+    bump(this.counters.refused, status);
     return { status, ok: false, epoch };
   }
 
   /** The mechanism input of a user value, or why it is refused (counted, warned once). */
-  private input(k: Known, value: unknown): { x: number; clamped: boolean } | string {
+  #input(k: Known, value: unknown): { x: number; clamped: boolean } | string {
     const s = k.spec;
     if (s.kind === "categorical") {
       const i = typeof value === "string" ? k.index!.get(value) : undefined;
@@ -223,109 +253,109 @@ export class Client {
    * outside the domain (a number outside [lo, hi] included).
    */
   record(name: string, value: unknown): Promise<RecordResult> {
-    const run = this.lock.then(() => this.recordNow(name, value));
-    this.lock = run.catch(() => undefined);
+    const run = this.#lock.then(() => this.#recordNow(name, value));
+    this.#lock = run.catch(() => undefined);
     return run.catch((e) => {
       if (e instanceof InvalidValueError) throw e;
-      this.log.warn(`[ldp-telemetry] record failed: ${(e as Error)?.name ?? "error"}`);
-      return this.refuse("storage_error");
+      this.#say(`record failed: ${(e as Error)?.name ?? "error"}`);
+      return this.#refuse("storage_error");
     });
   }
 
-  private async recordNow(name: string, value: unknown): Promise<RecordResult> {
-    if (this.closed) return this.refuse("closed");
-    if (this.optedOutNow) return this.refuse("opted_out");
-    if (this.conflicts.has(name)) return this.refuse("spec_conflict");
-    const k = this.specs.get(name);
+  async #recordNow(name: string, value: unknown): Promise<RecordResult> {
+    if (this.#closed) return this.#refuse("closed");
+    if (this.#optedOutNow) return this.#refuse("opted_out");
+    if (this.#conflicts.has(name)) return this.#refuse("spec_conflict");
+    const k = this.#specs.get(name);
     if (!k) {
-      if (!this.fetched && this.held.length < HOLD_MAX) {
+      if (!this.#fetched && this.#held.length < HOLD_MAX) {
         // Before the first catalog fetch: held in memory only (never on disk), bounded.
-        this.held.push({ name, value, at: Date.now() });
+        this.#held.push({ name, value, at: Date.now() });
         return { status: "held", ok: true };
       }
-      this.warnOnce(`unknown:${name}`, `unknown metric ${name}`);
-      return this.refuse("unknown_metric");
+      this.#warnOnce(`unknown:${name}`, `unknown metric ${name}`);
+      return this.#refuse("unknown_metric");
     }
-    const inp = this.input(k, value);
-    if (this.o.strict && (typeof inp === "string" || inp.clamped)) {
+    const inp = this.#input(k, value);
+    if (this.#o.strict && (typeof inp === "string" || inp.clamped)) {
       throw new InvalidValueError(`metric ${name}: ${JSON.stringify(value) ?? String(value)} is ${typeof inp === "string" ? inp : `outside [${k.spec.lo}, ${k.spec.hi}]`}`);
     }
     if (typeof inp === "string") {
-      this.warnOnce(`invalid:${name}`, `metric ${name} refused a value (${inp}): counted in counters.refused.invalid_value`);
-      return this.refuse("invalid_value");
+      this.#warnOnce(`invalid:${name}`, `metric ${name} refused a value (${inp}): counted in counters.refused.invalid_value`);
+      return this.#refuse("invalid_value");
     }
     if (inp.clamped) this.counters.clamped++;
     const m = k.m, s = k.spec;
     const two = isTwoLevel(m);
     const ask: Ask = {
       metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,
-      now: this.o.clock(), charge: m.epsilon, budget: this.o.budgets[s.name] ?? m.epsilon,
-      valueKey: two ? valueKey(this.secret, s.name, k.fingerprint, inp.x, m.numeric) : null,
-      epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.o.lifetimeBudgets[s.name] ?? null,
+      now: this.#o.clock(), charge: m.epsilon, budget: this.#o.budgets[s.name] ?? m.epsilon,
+      valueKey: two ? valueKey(this.#secret, s.name, k.fingerprint, inp.x, m.numeric) : null,
+      epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.#o.lifetimeBudgets[s.name] ?? null,
     };
-    const charge = this.ledger.decide(ask);
-    if ("status" in charge) return this.refuse(charge.status, charge.epoch ?? undefined);
-    const report = two ? m.instant(m.permanent(inp.x, this.secret, k.context), this.rng) : m.perturb(inp.x, this.rng);
+    const charge = this.#ledger.decide(ask);
+    if ("status" in charge) return this.#refuse(charge.status, charge.epoch ?? undefined);
+    const report = two ? m.instant(m.permanent(inp.x, this.#secret, k.context), this.#rng) : m.perturb(inp.x, this.#rng);
     const row: Row = {
-      reportId: toHex(this.rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
+      reportId: toHex(this.#rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
       token: "", payload: m.encode(report), charge: m.epsilon,
     };
     try {
-      await this.store.commit(charge, row);
+      await this.#store.commit(charge, row);
     } catch (e) {
-      this.log.warn(`[ldp-telemetry] ledger or spool write failed: ${(e as Error)?.name}`);
-      return this.refuse("storage_error");
+      this.#say(`ledger or spool write failed: ${(e as Error)?.name}`);
+      return this.#refuse("storage_error");
     }
-    this.ledger.apply(charge);
-    this.pending.push(row);
-    if (this.pending.length - this.inflight.size >= this.o.batchSize) void this.deliver();
+    this.#ledger.apply(charge);
+    this.#pending.push(row);
+    if (this.#pending.length - this.#inflight.size >= this.#o.batchSize) void this.deliver();
     return { status: "queued", ok: true, epoch: charge.epoch, clamped: inp.clamped || undefined };
   }
 
   /** Reports spooled and not yet answered for. */
   get queued(): number {
-    return this.pending.length;
+    return this.#pending.length;
   }
 
   /** GET /v1/metrics; true if the catalog was updated.  Held values are then recorded. */
   async refreshMetrics(): Promise<boolean> {
     let ok = false;
     try {
-      const r = await this.call("GET", "/v1/metrics");
+      const r = await this.#call("GET", "/v1/metrics");
       if (r.status === 200) {
         const data = JSON.parse(r.body) as { metrics?: unknown };
         if (Array.isArray(data.metrics)) {
-          this.learn(data.metrics, true);
+          this.#learn(data.metrics, true);
           ok = true;
-          await this.store.saveCatalog([...this.specs.values()].map((k) => k.spec));
+          await this.#store.saveCatalog([...this.#specs.values()].map((k) => k.spec));
         }
       } else {
-        this.warnOnce(`metrics:${r.status}`, `GET ${this.o.url}/v1/metrics answered ${r.status}`);
+        this.#warnOnce(`metrics:${r.status}`, `GET ${this.#o.url}/v1/metrics answered ${r.status}`);
       }
     } catch (e) {
-      this.log.info?.(`[ldp-telemetry] metric specs not fetched (${(e as Error)?.name})`);
+      this.#log.info?.(`[ldp-telemetry] metric specs not fetched (${(e as Error)?.name})`);
     }
-    const held = this.held;
-    this.held = [];
+    const held = this.#held;
+    this.#held = [];
     const now = Date.now();
     for (const h of held) {
       if (now - h.at <= HOLD_MS) await this.record(h.name, h.value);
-      else this.refuse("unknown_metric");
+      else this.#refuse("unknown_metric");
     }
     return ok;
   }
 
-  private async request(method: string, path: string, body?: string | Uint8Array,
+  async #request(method: string, path: string, body?: string | Uint8Array,
     extra: Record<string, string> = {}): Promise<Answer> {
     const ctl = new AbortController();
-    const t = setTimeout(() => ctl.abort(), this.o.requestTimeout * 1000);
+    const t = setTimeout(() => ctl.abort(), this.#o.requestTimeout * 1000);
     try {
-      const headers: Record<string, string> = { Authorization: `Bearer ${this.o.apiKey}`, ...extra };
+      const headers: Record<string, string> = { Authorization: `Bearer ${this.#o.apiKey}`, ...extra };
       if (body !== undefined) headers["Content-Type"] = "application/json";
       const size = typeof body === "string" ? body.length : body?.byteLength ?? 0;
-      const r = await this.fetchFn(this.o.url + path, {
+      const r = await this.#fetchFn(this.#o.url + path, {
         method, headers, body: body as BodyInit | undefined, signal: ctl.signal, redirect: "error",
-        keepalive: this.o.keepalive && body !== undefined && size < 60_000,
+        keepalive: this.#o.keepalive && body !== undefined && size < 60_000,
       });
       return { status: r.status, body: await r.text(), retryAfter: r.headers.get("retry-after") };
     } finally {
@@ -334,166 +364,165 @@ export class Client {
   }
 
   /** ``request``, with a refused key (401/403) logged once per reason and counted. */
-  private async call(method: string, path: string, body?: string | Uint8Array,
+  async #call(method: string, path: string, body?: string | Uint8Array,
     extra: Record<string, string> = {}): Promise<Answer> {
-    const a = await this.request(method, path, body, extra);
+    const a = await this.#request(method, path, body, extra);
     if (a.status === 401 || a.status === 403) {
       const reason = `${a.status} ${problemCode(a.body) ?? "refused"}`;
-      this.counters.configErrors.invalid_key = (this.counters.configErrors.invalid_key ?? 0) + 1;
-      if (this.keyRejected !== reason) {
-        (this.log.error ?? this.log.warn)(`[ldp-telemetry] ${method} ${this.o.url}${path}: ${reason}: `
-          + "the ingest key (or the install key) is refused; reports are kept and retried");
+      bump(this.counters.configErrors, "invalid_key");
+      if (this.#keyRejected !== reason) {
+        this.#say(`${method} ${this.#o.url}${path}: ${reason}: ingest or install key refused; reports kept, retried`, "error");
       }
-      this.keyRejected = reason;
+      this.#keyRejected = reason;
     } else {
-      this.keyRejected = null;
+      this.#keyRejected = null;
     }
     return a;
   }
 
   /** Deliver what is spooled; true when nothing is left (bounded by ``timeout`` seconds). */
   async flush(timeout = 10): Promise<boolean> {
-    await this.lock;
+    await this.#lock;
     const deadline = Date.now() + timeout * 1000;
-    while (this.pending.length && Date.now() < deadline) {
-      const wait = this.backoffUntil - Date.now();
+    while (this.#pending.length && Date.now() < deadline) {
+      const wait = this.#backoffUntil - Date.now();
       if (wait > 0) {
         if (Date.now() + wait > deadline) break;
         await new Promise((r) => setTimeout(r, wait));
       }
       await this.deliver();
     }
-    return this.pending.length === 0;
+    return this.#pending.length === 0;
   }
 
   /** One delivery pass (one batch at a time, until empty or a retry is scheduled). */
   deliver(): Promise<boolean> {
-    if (!this.sending) {
+    if (!this.#sending) {
       // Never a rejection at the app (a timer or page-hide calls this unawaited): a store
       // failure is logged and retried later.
-      this.sending = this.sendAll().catch((e) => {
-        this.log.warn(`[ldp-telemetry] delivery stopped: ${(e as Error)?.name ?? "error"}; will retry`);
-        this.retry(null);
+      this.#sending = this.#sendAll().catch((e) => {
+        this.#say(`delivery stopped: ${(e as Error)?.name ?? "error"}; will retry`);
+        this.#retry(null);
         return false;
-      }).finally(() => { this.sending = null; });
+      }).finally(() => { this.#sending = null; });
     }
-    return this.sending;
+    return this.#sending;
   }
 
-  private async sendAll(): Promise<boolean> {
-    while (this.pending.length && Date.now() >= this.backoffUntil && !this.optedOutNow) {
-      const free = this.pending.filter((r) => !this.inflight.has(r.reportId));
+  async #sendAll(): Promise<boolean> {
+    while (this.#pending.length && Date.now() >= this.#backoffUntil && !this.#optedOutNow) {
+      const free = this.#pending.filter((r) => !this.#inflight.has(r.reportId));
       const waiting = free.filter((r) => !r.token);
       if (waiting.length) {
-        const drop = await this.stock.ready(waiting);
-        if (this.stock.progress) this.attempt = 0;
-        for (const [code, rows] of drop) await this.dropUnsent(code, rows);
+        const drop = await this.#stock.ready(waiting);
+        if (this.#stock.progress) this.#attempt = 0;
+        for (const [code, rows] of drop) await this.#dropUnsent(code, rows);
       }
-      const live = new Set(this.pending);
-      const batch = free.filter((r) => r.token && live.has(r)).slice(0, Math.min(this.sendLimit, this.o.batchSize * 10));
+      const live = new Set(this.#pending);
+      const batch = free.filter((r) => r.token && live.has(r)).slice(0, Math.min(this.#sendLimit, this.#o.batchSize * 10));
       if (!batch.length) {
         if (!free.some((r) => !r.token && live.has(r))) break;
         // Reports wait for tokens: back off (Retry-After of a 429/503 honoured).
-        const f = this.stock.failed;
-        if (f && !("status" in f)) this.log.info?.(`[ldp-telemetry] tokens not fetched from ${this.o.url} (${f.name}); will retry`);
-        this.retry(f && "status" in f && (f.status === 429 || f.status === 503) ? f.retryAfter : null);
+        const f = this.#stock.failed;
+        if (f && !("status" in f)) this.#log.info?.(`[ldp-telemetry] tokens not fetched from ${this.#o.url} (${f.name}); will retry`);
+        this.#retry(f && "status" in f && (f.status === 429 || f.status === 503) ? f.retryAfter : null);
         return false;
       }
-      if ((await this.sendBatch(batch)) !== "ok") return false;
+      if ((await this.#sendBatch(batch)) !== "ok") return false;
     }
-    return this.pending.length === 0;
+    return this.#pending.length === 0;
   }
 
   /** Drop reports that never left the device, refunding their epsilon (one store write). */
-  private async dropUnsent(code: string, rows: Row[]): Promise<void> {
+  async #dropUnsent(code: string, rows: Row[]): Promise<void> {
     if (!rows.length) return;
     const refunds: Charge[] = rows.map((r) => ({
       metric: r.metric, version: r.version, fingerprint: "", epoch: r.epoch, period: 0, cost: r.charge ?? 0,
       valueKey: null, epsilonInf: 0, refund: true,
     }));
-    await this.store.drop(rows.map((r) => r.reportId), refunds);
-    for (const c of refunds) this.ledger.apply(c);
+    await this.#store.drop(rows.map((r) => r.reportId), refunds);
+    for (const c of refunds) this.#ledger.apply(c);
     const gone = new Set(rows);
-    this.pending = this.pending.filter((r) => !gone.has(r));
-    this.drop(code, rows.length);
-    this.log.warn(`[ldp-telemetry] the token issuer at ${this.o.url} refused ${rows.length} report(s): ${code} (dropped before sending; epsilon refunded)`);
+    this.#pending = this.#pending.filter((r) => !gone.has(r));
+    this.#drop(code, rows.length);
+    this.#say(`the token issuer at ${this.#o.url} refused ${rows.length} report(s): ${code} (dropped before sending; epsilon refunded)`);
   }
 
-  private async body(batch: Row[]): Promise<{ body: string | Uint8Array; headers: Record<string, string> }> {
+  async #body(batch: Row[]): Promise<{ body: string | Uint8Array; headers: Record<string, string> }> {
     const text = batchJson(batch);
     const CS = (globalThis as { CompressionStream?: new (f: string) => TransformStream<Uint8Array, Uint8Array> }).CompressionStream;
-    if (!this.o.gzip || !CS) return { body: text, headers: {} };
+    if (!this.#o.gzip || !CS) return { body: text, headers: {} };
     const stream = new Blob([text]).stream().pipeThrough(new CS("gzip"));
     return { body: new Uint8Array(await new Response(stream).arrayBuffer()), headers: { "Content-Encoding": "gzip" } };
   }
 
-  private async sendBatch(batch: Row[]): Promise<"ok" | "retry"> {
-    batch.forEach((r) => this.inflight.add(r.reportId));
+  async #sendBatch(batch: Row[]): Promise<"ok" | "retry"> {
+    batch.forEach((r) => this.#inflight.add(r.reportId));
     try {
       let answer;
       try {
-        const { body, headers } = await this.body(batch);
-        answer = await this.call("POST", "/v1/reports", body, headers);
+        const { body, headers } = await this.#body(batch);
+        answer = await this.#call("POST", "/v1/reports", body, headers);
       } catch (e) {
-        this.log.info?.(`[ldp-telemetry] delivery to ${this.o.url} failed (${(e as Error)?.name}); will retry`);
-        return this.retry(null);
+        this.#log.info?.(`[ldp-telemetry] delivery to ${this.#o.url} failed (${(e as Error)?.name}); will retry`);
+        return this.#retry(null);
       }
       const status = answer.status;
       if (status >= 200 && status < 300) {
         const results = parseResults(answer.body, batch.length);
-        if (!results) return this.retry(null);
-        await this.forget(batch);
+        if (!results) return this.#retry(null);
+        await this.#forget(batch);
         this.counters.batches++;
         for (const [kind, code] of results) {
           if (kind === "accepted") this.counters.sent++;
           else if (kind === "duplicate") this.counters.duplicates++;
-          else this.drop(code ?? "rejected", 1);
+          else this.#drop(code ?? "rejected", 1);
         }
-        this.attempt = 0;
-        this.sendLimit = Math.min(MAX_BATCH, this.sendLimit * 2);
+        this.#attempt = 0;
+        this.#sendLimit = Math.min(MAX_BATCH, this.#sendLimit * 2);
         return "ok";
       }
       if (RETRYABLE.has(status) || status === 401 || status === 403 || status >= 500 || status < 200 || (status >= 300 && status < 400)) {
-        return this.retry(status === 429 || status === 503 ? answer.retryAfter : null);
+        return this.#retry(status === 429 || status === 503 ? answer.retryAfter : null);
       }
       if (status === 413 && batch.length > 1) {
-        this.sendLimit = Math.max(1, batch.length >> 1);
+        this.#sendLimit = Math.max(1, batch.length >> 1);
         return "ok";
       }
       const code = problemCode(answer.body) ?? `http_${status}`;
-      this.log.warn(`[ldp-telemetry] POST ${this.o.url}/v1/reports refused a batch of ${batch.length}: ${status} ${code} (dropped)`);
-      await this.forget(batch);
-      this.drop(code, batch.length);
+      this.#say(`POST ${this.#o.url}/v1/reports refused a batch of ${batch.length}: ${status} ${code} (dropped)`);
+      await this.#forget(batch);
+      this.#drop(code, batch.length);
       return "ok";
     } finally {
-      batch.forEach((r) => this.inflight.delete(r.reportId));
+      batch.forEach((r) => this.#inflight.delete(r.reportId));
     }
   }
 
-  private drop(code: string, n: number): void {
-    this.counters.dropped[code] = (this.counters.dropped[code] ?? 0) + n;
+  #drop(code: string, n: number): void {
+    bump(this.counters.dropped, code, n);
   }
 
-  private async forget(batch: Row[]): Promise<void> {
+  async #forget(batch: Row[]): Promise<void> {
     const ids = new Set(batch.map((r) => r.reportId));
-    await this.store.remove([...ids]);
-    this.pending = this.pending.filter((r) => !ids.has(r.reportId));
+    await this.#store.remove([...ids]);
+    this.#pending = this.#pending.filter((r) => !ids.has(r.reportId));
   }
 
-  private retry(retryAfter: string | null): "retry" {
+  #retry(retryAfter: string | null): "retry" {
     this.counters.retries++;
-    this.attempt++;
-    const ceiling = Math.min(this.o.backoffMax, this.o.backoffBase * 2 ** Math.min(this.attempt - 1, 62));
-    let delay = this.rng.getrandbits(32) / 2 ** 32 * ceiling;   // full jitter
-    const asked = retryAfterSeconds(retryAfter, this.o.retryAfterMax);
+    this.#attempt++;
+    const ceiling = Math.min(this.#o.backoffMax, this.#o.backoffBase * 2 ** Math.min(this.#attempt - 1, 62));
+    let delay = this.#rng.getrandbits(32) / 2 ** 32 * ceiling;   // full jitter
+    const asked = retryAfterSeconds(retryAfter, this.#o.retryAfterMax);
     if (asked !== null) delay = Math.max(delay, asked);
-    this.backoffUntil = Date.now() + delay * 1000;
+    this.#backoffUntil = Date.now() + delay * 1000;
     return "retry";
   }
 
   /** Epsilon spent per unit (metric name, epoch) and per memoised lifetime (kept across opt-out). */
   privacyReport(): { units: UnitSpend[]; lifetime: { metric: string; spent: number; values: number }[] } {
-    const s = this.ledger.state;
+    const s = this.#ledger.state;
     const units = Object.entries(s.budget).map(([key, [spent, reports]]) => {
       const at = key.lastIndexOf("|");
       return { metric: key.slice(0, at), epoch: Number(key.slice(at + 1)), spent, reports };
@@ -505,7 +534,7 @@ export class Client {
 
   /** True after ``optOut()`` (persisted: a later Client on the same store stays out). */
   get optedOut(): boolean {
-    return this.optedOutNow;
+    return this.#optedOutNow;
   }
 
   /**
@@ -514,34 +543,42 @@ export class Client {
    * is kept, so an ``optIn()`` cannot reset budgets or lifetime charges.
    */
   async optOut(): Promise<void> {
-    if (this.optedOutNow) return;
-    this.optedOutNow = true;
-    this.held = [];
-    await this.lock;
-    await this.sending;
-    await this.store.optOut();
-    if (this.pending.length) this.drop("opt_out", this.pending.length);
-    this.pending = [];
-    this.stock.clear();
-    this.useSecret(new Uint8Array(0));
-    if (this.store.snapshot) await this.store.snapshot(this.ledger.state, [], []);
+    if (this.#optedOutNow) return;
+    this.#optedOutNow = true;
+    this.#held = [];
+    await this.#lock;
+    await this.#sending;
+    await this.#store.optOut();
+    if (this.#pending.length) this.#drop("opt_out", this.#pending.length);
+    this.#pending = [];
+    this.#stock.clear();
+    this.#useSecret(new Uint8Array(0));
+    if (this.#store.snapshot) await this.#store.snapshot(this.#ledger.state, [], []);
   }
 
   /** Collect again with a new secret (new install key, new memoisation; charged on top). */
   async optIn(): Promise<void> {
-    if (!this.optedOutNow) return;
-    const secret = this.rng.bytes(32);
-    await this.store.optIn(secret);
-    this.useSecret(secret);
-    this.optedOutNow = false;
+    if (!this.#optedOutNow) return;
+    const secret = this.#rng.bytes(32);
+    await this.#store.optIn(secret);
+    this.#useSecret(secret);
+    this.#optedOutNow = false;
   }
 
   /** Stop the timer and refuse further records (spooled reports stay for the next run). */
   close(): void {
-    this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
   }
 }
+
+/** Add ``n`` to the counter ``key`` of ``counts``. */
+function bump(counts: Record<string, number>, key: string, n = 1): void {
+  counts[key] = (counts[key] ?? 0) + n;
+}
+
+/** The ``metrics`` option as a catalog file's object. */
+const bundle = (o: ClientOptions): Bundle => Array.isArray(o.metrics) ? { metrics: o.metrics } : o.metrics ?? {};
 
 /** Seconds to wait from a Retry-After header (seconds or HTTP date), clamped; null if absent/bad. */
 export function retryAfterSeconds(header: string | null, max: number): number | null {

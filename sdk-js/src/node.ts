@@ -11,8 +11,10 @@
  * compaction snapshot); a torn last line (a crash mid-append) is ignored: that
  * record never answered "queued".  ``opted_out`` marks an opt-out.
  *
- * ``openNodeClient()`` reads ``LDP_COLLECTOR_URL``, ``LDP_API_KEY`` and
- * ``LDP_STATE_DIR`` (else the platform's per-user state folder, as the Python SDK).
+ * ``openNodeClient()`` reads ``LDP_COLLECTOR_URL``, ``LDP_API_KEY``,
+ * ``LDP_STATE_DIR`` (else the platform's per-user state folder, as the Python
+ * SDK) and ``LDP_ISSUER_KEYS`` (pinned issuer key ids, comma-separated, joined
+ * with ``issuerKeys``).
  *
  * @example
  *   import { openNodeClient } from "@ldp-telemetry/sdk/node";
@@ -171,8 +173,9 @@ export function defaultStateDir(platform: string = process.platform, env: NodeJS
 
 /**
  * A Client over a FileStore, configured from the options, else the environment:
- * ``LDP_COLLECTOR_URL``, ``LDP_API_KEY``, ``LDP_STATE_DIR`` (else ``defaultStateDir()``).
- * Throws (a configuration error, never a data error) when no URL or key is found.
+ * ``LDP_COLLECTOR_URL``, ``LDP_API_KEY``, ``LDP_STATE_DIR`` (else ``defaultStateDir()``);
+ * ``LDP_ISSUER_KEYS`` is joined with ``issuerKeys``.  Throws (a configuration
+ * error, never a data error) when no URL or key is found or a pin is not a key id.
  */
 export async function openNodeClient(opts: Partial<ClientOptions> & { stateDir?: string } = {},
   env: NodeJS.ProcessEnv = process.env): Promise<Client> {
@@ -180,5 +183,6 @@ export async function openNodeClient(opts: Partial<ClientOptions> & { stateDir?:
   if (!url) throw new Error("no collector URL: pass url or set LDP_COLLECTOR_URL");
   if (!apiKey) throw new Error("no ingest key: pass apiKey or set LDP_API_KEY");
   const store = opts.store ?? new FileStore(opts.stateDir ?? (env.LDP_STATE_DIR || defaultStateDir()));
-  return Client.open({ ...opts, url, apiKey, store });
+  const issuerKeys = [...opts.issuerKeys ?? [], ...(env.LDP_ISSUER_KEYS ?? "").split(",")];
+  return Client.open({ ...opts, url, apiKey, store, issuerKeys });
 }

@@ -55,20 +55,20 @@ const POOL = 2048;
 
 /** The OS CSPRNG through WebCrypto, buffered (one getRandomValues per 8 KiB). */
 export class SystemRng implements Rng {
-  private readonly crypto = platformCrypto();
-  private readonly pool = new Uint32Array(POOL);
-  private at = POOL;
+  readonly #crypto = platformCrypto();
+  readonly #pool = new Uint32Array(POOL);
+  #at = POOL;
 
-  private word(): number {
-    if (this.at === POOL) { this.crypto.getRandomValues(this.pool); this.at = 0; }
-    return this.pool[this.at++];
+  #word(): number {
+    if (this.#at === POOL) { this.#crypto.getRandomValues(this.#pool); this.#at = 0; }
+    return this.#pool[this.#at++];
   }
 
   getrandbits(k: number): number {
     checkBits(k);
     if (k === 0) return 0;
-    if (k <= 32) return k === 32 ? this.word() : this.word() >>> (32 - k);
-    return (this.word() >>> (64 - k)) * 2 ** 32 + this.word();
+    if (k <= 32) return k === 32 ? this.#word() : this.#word() >>> (32 - k);
+    return (this.#word() >>> (64 - k)) * 2 ** 32 + this.#word();
   }
 
   randrange(n: number): number {
@@ -77,32 +77,32 @@ export class SystemRng implements Rng {
 
   words(count: number): Uint32Array {
     const out = new Uint32Array(count);
-    for (let at = 0; at < count; at += 16384) this.crypto.getRandomValues(out.subarray(at, at + 16384));
+    for (let at = 0; at < count; at += 16384) this.#crypto.getRandomValues(out.subarray(at, at + 16384));
     return out;
   }
 
   /** ``count`` uniform bytes (report ids). */
   bytes(count: number): Uint8Array {
-    return this.crypto.getRandomValues(new Uint8Array(count));
+    return this.#crypto.getRandomValues(new Uint8Array(count));
   }
 }
 
 /** HMAC_DRBG with SHA-256 (NIST SP 800-90A, no reseed), as ``ldp_core.memo.HmacDrbg``. */
 export class HmacDrbg {
-  private key: Uint8Array = new Uint8Array(32);
-  private v: Uint8Array = new Uint8Array(32).fill(1);
+  #key: Uint8Array = new Uint8Array(32);
+  #v: Uint8Array = new Uint8Array(32).fill(1);
 
   constructor(seedMaterial: Uint8Array) {
-    this.update(seedMaterial);
+    this.#update(seedMaterial);
   }
 
-  private update(data: Uint8Array | null): void {
+  #update(data: Uint8Array | null): void {
     const d = data ?? new Uint8Array(0);
-    this.key = hmacSha256(this.key, this.v, Uint8Array.of(0), d);
-    this.v = hmacSha256(this.key, this.v);
+    this.#key = hmacSha256(this.#key, this.#v, Uint8Array.of(0), d);
+    this.#v = hmacSha256(this.#key, this.#v);
     if (d.length) {
-      this.key = hmacSha256(this.key, this.v, Uint8Array.of(1), d);
-      this.v = hmacSha256(this.key, this.v);
+      this.#key = hmacSha256(this.#key, this.#v, Uint8Array.of(1), d);
+      this.#v = hmacSha256(this.#key, this.#v);
     }
   }
 
@@ -110,10 +110,10 @@ export class HmacDrbg {
   generate(count: number): Uint8Array {
     const out = new Uint8Array(Math.ceil(count / 32) * 32);
     for (let at = 0; at < count; at += 32) {
-      this.v = hmacSha256(this.key, this.v);
-      out.set(this.v, at);
+      this.#v = hmacSha256(this.#key, this.#v);
+      out.set(this.#v, at);
     }
-    this.update(null);
+    this.#update(null);
     return out.subarray(0, count);
   }
 }

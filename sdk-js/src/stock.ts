@@ -14,6 +14,10 @@
  *    sending it: a lost answer is asked again with the same blinded message,
  *    which the issuer signs again (a new one would be ``token_limit``).
  *
+ * The issuer's key is used only if ``allow(keyId)`` (the app's pins, ``pins.ts``):
+ * otherwise no token is asked or spent with it, the reports wait and the key is
+ * asked again at the next try (``failed``, the Client backs off).
+ *
  * A unit the issuer refuses for good (``FINAL``) gives back its waiting
  * reports, to be dropped by the Client under that code (they never left the
  * device: their epsilon is refunded).  Without network they wait.
@@ -81,7 +85,7 @@ function check(a: Answer, what: string): void {
 
 export class TokenStock {
   readonly entries = new Map<string, TokenEntry>();
-  private key: PublicKey | null = null;
+  #key: PublicKey | null = null;
   /** The last ``ready`` tried to fetch tokens and failed (the Client backs off). */
   failed: Answer | Error | null = null;
   /** The last ``ready`` got at least one token (the Client's backoff resets). */
@@ -95,27 +99,29 @@ export class TokenStock {
     private readonly ahead = true,
     /** The first epoch a new report of ``metric`` can have (older stock is dead), or null. */
     private readonly firstEpoch: (metric: string) => number | null = () => null,
+    /** Whether the issuer key with this id (hex) may be used (pinned, or no pin). */
+    private readonly allow: (keyId: string) => boolean = () => true,
   ) {}
 
   /** Stock tokens onto ``waiting`` rows (token ""), fetching missing ones; rows to drop by code. */
   async ready(waiting: Row[]): Promise<Map<string, Row[]>> {
     this.failed = null;
     this.progress = false;
-    const missing = await this.assign(waiting);
+    const missing = await this.#assign(waiting);
     if (!missing.size) return new Map();
     try {
-      return await this.fetch(missing, waiting);
+      return await this.#fetch(missing, waiting);
     } catch (e) {
       if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token)]]);
       this.failed = e instanceof Busy ? e.answer : (e as Error);
       return new Map();
     } finally {
-      await this.assign(waiting);
+      await this.#assign(waiting);
     }
   }
 
   /** Move stock tokens into waiting rows; the units still without one, oldest row first. */
-  private async assign(waiting: Row[]): Promise<Map<string, [string, number, number]>> {
+  async #assign(waiting: Row[]): Promise<Map<string, [string, number, number]>> {
     const stock = new Map<string, TokenEntry[]>();
     for (const t of this.entries.values()) {
       if (t.token === null) continue;
@@ -143,17 +149,19 @@ export class TokenStock {
     return missing;
   }
 
-  private async publicKey(): Promise<PublicKey> {
-    if (!this.key) {
+  async #publicKey(): Promise<PublicKey> {
+    if (!this.#key) {
       const a = await this.http("GET", "/v1/tokens/key");
       check(a, "GET /v1/tokens/key");
-      this.key = keyFromJson(JSON.parse(a.body));
+      const key = keyFromJson(JSON.parse(a.body)), id = toHex(key.keyId);
+      if (!this.allow(id)) throw new TokenError("unpinned");
+      this.#key = key;
     }
-    return this.key;
+    return this.#key;
   }
 
-  private async fetch(missing: Map<string, [string, number, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
-    const key = await this.publicKey();
+  async #fetch(missing: Map<string, [string, number, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
+    const key = await this.#publicKey();
     const asked = new Map<string, TokenEntry>();   // unit -> entry asked before (answer lost)
     const stocked = new Set<string>();
     for (const t of this.entries.values()) {
@@ -190,12 +198,12 @@ export class TokenStock {
     const units = [...wanted.keys()];
     for (let lo = 0; lo < units.length; lo += MAX_UNITS) {
       const chunk = units.slice(lo, lo + MAX_UNITS).map((u) => asked.get(u)!);
-      await this.ask(key, chunk, missing, waiting, drop);
+      await this.#ask(key, chunk, missing, waiting, drop);
     }
     return drop;
   }
 
-  private async ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
+  async #ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
     drop: Map<string, Row[]>): Promise<void> {
     const body = JSON.stringify({ units: chunk.map((t) => ({ metric: t.metric, version: t.version, epoch: t.epoch, blinded: t.blinded })) });
     const a = await this.http("POST", "/v1/tokens", body, { "LDP-Install-Key": this.install() });

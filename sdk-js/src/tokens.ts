@@ -163,7 +163,7 @@ export function blind(key: PublicKey, msg: Uint8Array, fixed: { salt?: Uint8Arra
   const m = os2ip(emsaPssEncode(msg, emBits, fixed.salt ?? randomBytes(SALT_BYTES)));
   let r: bigint, inv: bigint;
   if (fixed.inv !== undefined) {
-    if (egcd(m, key.n)[0] !== 1n) throw new TokenError("encoded message is not invertible modulo n");
+    modInverse(m, key.n);   // TokenError if m is not invertible
     inv = fixed.inv;
     r = modInverse(inv, key.n);
   } else {
@@ -174,7 +174,7 @@ export function blind(key: PublicKey, msg: Uint8Array, fixed: { salt?: Uint8Arra
       // One inversion checks both gcd(m, n) = 1 and gcd(r, n) = 1: r^-1 = m * (m r)^-1.
       const [g, x] = egcd((m * r) % key.n, key.n);
       if (g === 1n) { inv = (m * x) % key.n; break; }
-      if (egcd(m, key.n)[0] !== 1n) throw new TokenError("encoded message is not invertible modulo n");
+      modInverse(m, key.n);   // TokenError if m is not invertible (else r was: draw again)
     }
   }
   return { blinded: i2osp((m * modPow(r, key.e, key.n)) % key.n, key.k), inv };

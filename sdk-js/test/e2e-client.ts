@@ -8,13 +8,16 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { buildMechanism, Client, defaultStateDir, FileStore, InvalidValueError, mechanismFingerprint, MemoryStore, openNodeClient,
+import { buildMechanism, Client, ConfigError, defaultStateDir, FileStore, InvalidValueError, mechanismFingerprint, MemoryStore, openNodeClient,
   type Spec } from "../src/node.js";
 import { unb64url } from "../src/tokens.js";
 
 const URL_ = process.env.LDP_E2E_URL!, KEY = process.env.LDP_E2E_KEY!, ROOT = process.env.LDP_E2E_STATE!;
 if (!URL_ || !KEY || !ROOT) throw new Error("run by tests/sdk_js/test_sdk_js.py: LDP_E2E_URL, LDP_E2E_KEY, LDP_E2E_STATE");
 const DAY = 86400;
+// Pinning: OTHER is a collector on the same Redis whose issuer signs with a key of its own.
+const OTHER = process.env.LDP_E2E_OTHER_URL!, HONEST_ID = process.env.LDP_E2E_HONEST_ID!, OTHER_ID = process.env.LDP_E2E_OTHER_ID!;
+if (!OTHER || !HONEST_ID || !OTHER_ID) throw new Error("run by tests/sdk_js/test_sdk_js.py: LDP_E2E_OTHER_URL, LDP_E2E_HONEST_ID, LDP_E2E_OTHER_ID");
 
 interface Sent { method: string; path: string; headers: Record<string, string>; body: Uint8Array | string | undefined }
 
@@ -220,5 +223,85 @@ test("a report spooled by the SDK before blind tokens (an HMAC token) waits for 
   const batch = JSON.parse(gunzipSync(net.log.find((s) => s.path === "v1/reports")!.body as Uint8Array).toString());
   assert.equal(batch.report_id[0], "ab".repeat(16));
   assert.equal(unb64url(batch.token[0]).length, 32 + 128);   // a blind-signed token of the 1024-bit test key
+  c.close();
+});
+
+/** A logger keeping [level, line] pairs; its methods need their ``this`` (as many logging libraries'). */
+class Lines {
+  readonly lines: [string, string][] = [];
+  warn(m: string): void { this.lines.push(["warn", m]); }
+  info(): void { /* dropped: retries are many here */ }
+  error(m: string): void { this.lines.push(["error", m]); }
+}
+
+function recorder(): { lines: [string, string][]; logger: Lines } {
+  const logger = new Lines();
+  return { lines: logger.lines, logger };
+}
+
+test("an issuer key the app has not pinned: nothing asked or spent, counted, logged once; the reports wait for a pinned issuer", async () => {
+  const net = new Net(), d = dir("unpinned"), { lines, logger } = recorder();
+  // Pinned through the bundled catalog (upper case: ids are compared in lower case).
+  const c = await Client.open({ ...quick, metrics: { metrics: specs, issuer_keys: [HONEST_ID.toUpperCase()] }, url: OTHER,
+    apiKey: KEY, store: new FileStore(d), fetch: net.fetch, logger });
+  for (const [m, v] of [["js.t.plan", "free"], ["js.t.mem", "pro"], ["js.t.age", 30]] as const) {
+    assert.equal((await c.record(m, v)).status, "queued");
+  }
+  assert.equal(await c.flush(1), false);
+  assert.equal(c.queued, 3);
+  assert.equal(c.counters.sent, 0);
+  assert.deepEqual(c.counters.dropped, {});
+  assert.ok(c.counters.configErrors.issuer_key_unpinned >= 2, JSON.stringify(c.counters));   // asked again, refused again
+  // Only the key was fetched: no blinded message went out, no report either.
+  assert.deepEqual([...new Set(net.paths())], ["v1/tokens/key"]);
+  const j = journal(d);
+  assert.equal(j.filter((e) => e.t || e.a).length, 0);
+  assert.deepEqual(j.filter((e) => e.r).map((e) => e.r.token), ["", "", ""]);
+  const errors = lines.filter(([level]) => level === "error");
+  assert.equal(errors.length, 1, lines.join("\n"));
+  assert.ok(errors[0][1].includes(OTHER_ID) && errors[0][1].includes(OTHER), errors[0][1]);
+  assert.ok(!lines.some(([, m]) => m.includes(KEY) || m.includes("without a pin")));
+  c.close();
+  // The same device, talking to the issuer with the pinned key, delivers them all.
+  const net2 = new Net();
+  const c2 = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net2.fetch, issuerKeys: [HONEST_ID], logger });
+  assert.equal(await c2.flush(10), true);
+  assert.equal(c2.counters.sent, 3);
+  assert.deepEqual(c2.counters.configErrors, {});
+  assert.equal(lines.length, 1);
+  c2.close();
+});
+
+test("LDP_ISSUER_KEYS pins in openNodeClient (joined with issuerKeys); a bad pin is a ConfigError at open", async () => {
+  const env = { LDP_COLLECTOR_URL: OTHER, LDP_API_KEY: KEY, LDP_STATE_DIR: join(dir("envpin"), "state"),
+    LDP_ISSUER_KEYS: ` ${"0".repeat(64)},${HONEST_ID} ` };
+  const { lines, logger } = recorder();
+  const c = await openNodeClient({ ...quick, logger }, env);
+  assert.equal((await c.record("js.t.plan", "pro")).status, "queued");
+  assert.equal(await c.flush(0.5), false);
+  assert.ok(c.counters.configErrors.issuer_key_unpinned >= 1);
+  assert.equal(lines.filter(([level, m]) => level === "error" && m.includes(OTHER_ID)).length, 1);
+  c.close();
+  // Pinned by the option alone, the environment adding only a key nobody serves.
+  const c2 = await openNodeClient({ ...quick, logger, issuerKeys: [HONEST_ID] }, { ...env, LDP_COLLECTOR_URL: URL_, LDP_ISSUER_KEYS: "0".repeat(64) });
+  assert.equal(await c2.flush(10), true);
+  assert.equal(c2.counters.sent, 1);
+  c2.close();
+  await assert.rejects(openNodeClient({ ...quick }, { ...env, LDP_ISSUER_KEYS: `${HONEST_ID},abc` }), ConfigError);
+  await assert.rejects(Client.open({ ...quick, url: URL_, apiKey: KEY, issuerKeys: ["g".repeat(64)] }), /64 hex digits/);
+  await assert.rejects(Client.open({ ...quick, url: URL_, apiKey: KEY, metrics: { metrics: specs, issuer_keys: [{}] as never } }), ConfigError);
+});
+
+test("with no pin at all any issuer key is used, with one warning naming it", async () => {
+  const { lines, logger } = recorder();
+  const c = await Client.open({ ...quick, url: OTHER, apiKey: KEY, logger });
+  assert.equal((await c.record("js.t.plan", "team")).status, "queued");
+  assert.equal((await c.record("js.t.age", 50)).status, "queued");
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 2);
+  assert.deepEqual(c.counters.configErrors, {});
+  const warned = lines.filter(([, m]) => m.includes("without a pin"));
+  assert.equal(warned.length, 1, lines.join("\n"));
+  assert.ok(warned[0][1].includes(OTHER_ID));
   c.close();
 });

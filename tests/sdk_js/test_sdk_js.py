@@ -15,7 +15,10 @@
    token from the collector's issuer (the test issuer key, tests/conftest.py).
 4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
    stock offline, online and across a restart, a lost issuer answer, the refund of
-   a refused unit, a wrong key, opt-out/opt-in, strict, the environment.
+   a refused unit, a wrong key, opt-out/opt-in, strict, the environment, and
+   issuer key pinning: a second collector on the same Redis signs with another
+   key (generated here); the pinned Client asks it for nothing and keeps its
+   reports for the collector with the test key (as tests/client_sdk/test_key_pinning.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 import httpx
 import pytest
 
+from collector.token_crypto import TokenKey
 from ldp_server.redis_server import RedisServer
 from tests.support.servers import (
     ADMIN_KEY,
@@ -44,6 +48,7 @@ from tests.support.servers import (
     start_collector,
     start_uvicorn,
 )
+from tests.support.tokens import test_key as issuer_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdk-js"
@@ -111,26 +116,34 @@ def test_client_against_the_real_collector(
     """dist/test/e2e-client.js: offline reports wait for tokens, the next epoch's token
     is stocked and survives a restart, a lost issuer answer is asked again with the
     same blinded messages, a refused unit is dropped with its epsilon refunded, a
-    wrong key keeps reports, opt-out/opt-in keep the ledger, strict, the environment, and
-    a report spooled with an old HMAC token waits for a blind-signed one."""
+    wrong key keeps reports, opt-out/opt-in keep the ledger, strict, the environment,
+    a report spooled with an old HMAC token waits for a blind-signed one, and only
+    pinned issuer keys are used (``other`` serves a key of its own)."""
     import redis
 
     with redis.Redis(port=redis_server.port) as client:
         client.flushall()
-    with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector:
+    other = TokenKey.generate(bits=1024)
+    (tmp_path / "other.pem").write_bytes(other.to_pem())
+    with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector, \
+            start_collector(redis_server.url, log_dir=tmp_path / "other",
+                            extra_env={"LDP_TOKEN_KEY_FILE": str(tmp_path / "other.pem")}) as rogue:
         for spec in CLIENT_SPECS:
             answer = httpx.post(f"{collector.url}/v1/metrics", json=spec,
                                 headers=auth(ADMIN_KEY), timeout=10)
             assert answer.status_code in (200, 201), answer.text
         (tmp_path / "state").mkdir()
         env = {**os.environ, "LDP_E2E_URL": collector.url, "LDP_E2E_KEY": INGEST_KEY,
-               "LDP_E2E_STATE": str(tmp_path / "state")}
+               "LDP_E2E_STATE": str(tmp_path / "state"), "LDP_E2E_OTHER_URL": rogue.url,
+               "LDP_E2E_HONEST_ID": issuer_key().public.key_id.hex(),
+               "LDP_E2E_OTHER_ID": other.public.key_id.hex()}
+        env.pop("LDP_ISSUER_KEYS", None)
         done = subprocess.run(["node", "--test", "dist/test/e2e-client.js"], cwd=SDK, env=env,
                               capture_output=True, text=True, timeout=300)
     summary = [line for line in done.stdout.splitlines() if line.startswith("# ")]
     print("\n".join(summary))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert "# fail 0" in summary and "# pass 8" in summary, summary
+    assert "# fail 0" in summary and "# pass 11" in summary, summary
 
 
 class _PageHandler(SimpleHTTPRequestHandler):
