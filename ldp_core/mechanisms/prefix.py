@@ -54,7 +54,7 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ldp_core._rng import WORD, Rng, words
+from ldp_core._rng import WORD, Rng
 from ldp_core.base import Design, IntReport, Kind, Mechanism, Report
 from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up
 from ldp_core.mechanisms._alphabet import Alphabet
@@ -333,7 +333,8 @@ class PrefixOLH(IntReport):
         length = self.cuts[level]
         table = seed_vectors(level, self.seeds, length, self.g)
         powers = self.alphabet.base ** np.arange(length, dtype=np.int64)
-        digits = (np.asarray(codes, dtype=np.int64)[:, None] // powers[None, :]) % self.alphabet.base
+        codes = np.asarray(codes, dtype=np.int64)
+        digits = (codes[:, None] // powers[None, :]) % self.alphabet.base
         return (table[seeds] * digits).sum(axis=1) % self.g  # type: ignore[no-any-return]
 
     def sample(self, values: npt.NDArray[Any], gen: Any) -> npt.NDArray[np.int64]:
