@@ -325,7 +325,8 @@ class PrefixOLH(IntReport):
         import numpy as np
 
         edges = np.cumsum(self.shares)
-        return np.searchsorted(edges, gen.integers(0, int(edges[-1]), size=n), side="right")
+        draws = gen.integers(0, int(edges[-1]), size=n)
+        return np.searchsorted(edges, draws, side="right")  # type: ignore[no-any-return]
 
     def _hashes(self, level: int, seeds: Any, codes: Any) -> npt.NDArray[np.int64]:
         import numpy as np
