@@ -14,7 +14,7 @@ import pytest
 
 from ldp_core import mechanism
 from ldp_core.mechanisms._alphabet import Alphabet
-from ldp_core.mechanisms.prefix import PrefixOLH
+from ldp_core.mechanisms.prefix import Discovery, PrefixOLH
 
 
 def binomial_upper(trials: int, rate: float, alpha: float) -> int:
@@ -98,7 +98,8 @@ def test_the_registry_builds_it_from_a_spec_and_the_device_reports_one_counter()
     m = mechanism("prefix_olh", epsilon=4.0, max_length=6, alphabet="a-z")
     assert isinstance(m, PrefixOLH) and m.kind == "string"
     report = m.randomize("Hello", rng=random.Random(1))
-    assert m.counters(report) == (report,) and 0 <= report < m.num_counters
+    assert isinstance(report, int) and m.counters(report) == (report,)
+    assert 0 <= report < m.num_counters
     assert m.decode(m.encode(report)) == report
 
 
@@ -120,9 +121,9 @@ def heavy_workload(seed: int) -> tuple[list[str], np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def discoveries() -> list[tuple[dict[str, float], object]]:
+def discoveries() -> list[tuple[dict[str, float], Discovery]]:
     m = PrefixOLH(epsilon=4.0)
-    out = []
+    out: list[tuple[dict[str, float], Discovery]] = []
     for trial in range(TRIALS):
         strings, counts = heavy_workload(trial)
         codes = np.array([m.check_value(s) for s in strings])
@@ -133,36 +134,36 @@ def discoveries() -> list[tuple[dict[str, float], object]]:
 
 
 def test_strings_far_above_the_detection_threshold_are_always_found(
-    discoveries: list[tuple[dict[str, float], object]],
+    discoveries: list[tuple[dict[str, float], Discovery]],
 ) -> None:
     """The least heavy share (0.05) is over 2x the threshold the answer states, where a
     miss needs an estimate more than 8 standard deviations low (P < 1e-15 each)."""
     for _, found in discoveries:
-        assert 0 < found.threshold < 0.025  # type: ignore[attr-defined]
-        names = {f.value for f in found.found if f.confident}  # type: ignore[attr-defined]
+        assert 0 < found.threshold < 0.025
+        names = {f.value for f in found.found if f.confident}
         assert set(HEAVY) <= names
 
 
 def test_intervals_cover_the_true_shares_at_the_stated_rate(
-    discoveries: list[tuple[dict[str, float], object]],
+    discoveries: list[tuple[dict[str, float], Discovery]],
 ) -> None:
     """24 trials x 5 heavy strings = 120 intervals at 95%: the misses exceed the bound
     below with probability <= 1e-6 if the intervals hold their rate."""
     misses = 0
     for truth, found in discoveries:
-        for f in found.found:  # type: ignore[attr-defined]
+        for f in found.found:
             if f.value in HEAVY:
                 misses += not f.ci_low <= truth[f.value] <= f.ci_high
     assert misses <= binomial_upper(TRIALS * len(HEAVY), 0.05, 1e-6)
 
 
-def test_estimates_are_unbiased(discoveries: list[tuple[dict[str, float], object]]) -> None:
+def test_estimates_are_unbiased(discoveries: list[tuple[dict[str, float], Discovery]]) -> None:
     """Mean error over 24 trials of each heavy string, against its stated standard error
     / sqrt(24): |z| > 5.9 with Bonferroni over 5 strings has probability < 1e-6."""
     for value in HEAVY:
         errors, stderrs = [], []
         for truth, found in discoveries:
-            f = next(x for x in found.found if x.value == value)  # type: ignore[attr-defined]
+            f = next(x for x in found.found if x.value == value)
             errors.append(f.estimate - truth[value])
             stderrs.append(f.stderr)
         z = float(np.mean(errors)) / (float(np.sqrt(np.mean(np.square(stderrs)))) / TRIALS**0.5)
