@@ -263,7 +263,9 @@ def estimate_signals(
     """
     labels = _labels(spec)
     rows = [(v, c) for _, v, c in per_epoch if c > 0] or ([(total, n)] if n > 0 else [])
-    if not rows or n < spec.min_reports:
+    # A string metric's counters are per (level, seed, bucket), not per value: its
+    # per-value signals have no meaning (the collector's refusals still count).
+    if not rows or n < spec.min_reports or spec.kind == "string":
         return {
             "summary": None,
             "reasons": [],
