@@ -2,7 +2,7 @@
 
 (a) the randomised-response survey; (b) the privacy audit table and a
 device's one-year budget; (c) ``up`` on a throwaway (or given) data folder,
-three demo metrics registered over HTTP, a fleet of simulated devices
+four demo metrics registered over HTTP, a fleet of simulated devices
 reporting through the real SDK, and each estimate printed beside the truth
 with its interval, epsilon and unit; then everything it started is stopped
 (``--keep``: kept running until Ctrl-C).

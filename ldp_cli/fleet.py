@@ -3,7 +3,8 @@
 Four demo metrics: a boolean (did the app crash today), a categorical with
 20 values on a Zipf(1.1) law (the browser), a numeric mean (minutes in the
 app, in [0, 120]) and a string nobody listed (the search term: Zipf(1.1) over
-SEARCH_TERMS then 300 random words, typed in any case; discovered, not listed).  Each logical device is a ``client_sdk.Fleet`` device with
+SEARCH_TERMS then 300 random words, typed in any case; discovered, not listed).
+Each logical device is a ``client_sdk.Fleet`` device with
 its own secret and ledger, so it reports each metric once per epoch like a
 real phone; every report goes through the real SDK and the collector's HTTP API.
 The true values stay in this process: they are what the estimates are

@@ -455,20 +455,22 @@ class PrefixOLH(IntReport):
         g, prev = self.g, (0, *self.cuts)[level]
         order, head, lam, starts, dirs = _plan(level, self.seeds, prev, self.cuts[level], g)
         rows = table[order]  # (S, g), seeds grouped by direction
-        dots = (dirs @ extensions.T) % g  # (D, E)
-        steps = (lam[:, None] * np.arange(g)[None, :]) % g  # (S, g)
-        base = (np.arange(self.seeds) * g)[None, :, None]
+        at = (np.arange(len(dirs)) * g)[:, None] + (dirs @ extensions.T) % g  # (D, E)
+        # Each row written twice, so T[s, (b + lam_s z) mod g] is row s at b + (lam_s z
+        # mod g): one add and one gather per (seed, z), no modulo per survivor.
+        twice = np.concatenate([rows, rows], axis=1).astype(np.int64).ravel()
+        steps = (np.arange(self.seeds) * 2 * g)[:, None] + (
+            lam[:, None] * np.arange(g)[None, :]) % g  # (S, g)
         powers = self.alphabet.base ** np.arange(prev, dtype=np.int64)
         out = np.empty((len(survivors), len(extensions)), dtype=np.int64)
         for first in range(0, len(survivors), 16):
             chunk = survivors[first : first + 16]
             digits = (chunk[:, None] // powers[None, :]) % self.alphabet.base
             shift = (digits @ head.T) % g  # b_s, (P, S)
-            gathered = rows.ravel()[base + (shift[:, :, None] + steps[None]) % g]
-            grouped = np.add.reduceat(gathered, starts, axis=1)  # (P, D, g)
-            picked = np.take_along_axis(grouped, np.broadcast_to(
-                dots[None], (len(chunk), *dots.shape)), axis=2)
-            out[first : first + len(chunk)] = picked.sum(axis=1)
+            gathered = twice[steps[:, None, :] + shift.T[:, :, None]]  # (S, P, g)
+            grouped = np.add.reduceat(gathered, starts, axis=0)  # (D, P, g), rows added
+            flat = grouped.transpose(1, 0, 2).reshape(len(chunk), -1)
+            out[first : first + len(chunk)] = flat[:, at].sum(axis=1)
         return out
 
     def _extensions(self, level: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
