@@ -25,7 +25,7 @@ def test_demo_small(tmp_path: Path) -> None:
         [sys.executable, "-m", "ldp_cli.main", "demo", "--devices", "2000"],
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=240,  # four metrics (8,000 reports at 2,000 devices)
         cwd=REPO_ROOT,
         env=env,
         check=False,
