@@ -19,8 +19,9 @@ among ~30,000, and its interval carries that selection (the winner's curse).
   Shims, stated: ``FreqOracleServer.__init__`` gets d = 1 when CMS passes None
   (numpy >= 1.25 refuses ``np.zeros(None)``: CMSServer and TreeHist raise
   TypeError as shipped); SFP gets its oracle explicitly (``SFPClient``
-  has no default) and its alphabet as a set (its server calls ``alphabet.add``); the padding "*" is in PEM's alphabet (else no
-  string shorter than 6 can be found) and not in TreeHist's (it refuses it).
+  has no default) and its alphabet as a set (its server calls
+  ``alphabet.add``); the padding "*" is in PEM's alphabet (else no string
+  shorter than 6 can be found) and not in TreeHist's (it refuses it).
 
 Recall of the true top-k: |our top-k by estimate & true top-k| / k, averaged
 over ``--runs`` data seeds (each run draws its own reports).  Coverage: the
@@ -39,7 +40,6 @@ import string
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ def workload(seed: int) -> tuple[list[str], npt.NDArray[np.float64]]:
     while len(out) < DISTINCT:
         out.add("".join(rng.choice(letters, size=int(rng.integers(1, LONGEST + 1)))))
     strings = sorted(out)
-    rng.shuffle(strings)  # type: ignore[arg-type]
+    rng.shuffle(strings)
     shares = np.arange(1, DISTINCT + 1, dtype=np.float64) ** -ZIPF_S
     return strings, shares / shares.sum()
 
@@ -111,8 +111,8 @@ def _shim() -> None:
     def init(self: Any, epsilon: float, d: Any, index_mapper: Any = None) -> None:
         original(self, epsilon, 1 if d is None else d, index_mapper)
 
-    fos.FreqOracleServer.__init__ = init  # type: ignore[method-assign]
-    fos.FreqOracleServer._ldp_shim = True  # type: ignore[attr-defined]
+    fos.FreqOracleServer.__init__ = init
+    fos.FreqOracleServer._ldp_shim = True
 
 
 def _cms(epsilon: float, hashes: int = 256) -> tuple[Any, Any]:

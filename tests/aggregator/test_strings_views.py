@@ -7,6 +7,7 @@ import numpy as np
 from aggregator.page import metrics_page
 from aggregator.views import EstimateOptions, estimate_json, metric_facts
 from ldp_cli.table import format_estimate
+from ldp_core.mechanisms.prefix import PrefixOLH
 from ldp_core.metric import MetricSpec
 
 SPEC = MetricSpec.from_json({"name": "search", "kind": "string", "epsilon": 4.0,
@@ -15,6 +16,7 @@ SPEC = MetricSpec.from_json({"name": "search", "kind": "string", "epsilon": 4.0,
 
 def body_for(counts: dict[str, int]) -> dict[str, object]:
     m = SPEC.build()
+    assert isinstance(m, PrefixOLH)
     codes = np.array([m.check_value(s) for s in counts], dtype=np.int64)
     tallies = m.simulate_counts(codes, np.array(list(counts.values())), np.random.default_rng(0))
     n = int(sum(counts.values()))
