@@ -38,6 +38,21 @@ def _fmt(x: float | None) -> str:
 def _bars(body: dict[str, Any]) -> tuple[str, str]:
     """The bar chart and a caption for a non-suppressed estimate."""
     est = body["estimate"]
+    if body["kind"] == "string":
+        # The discovered strings; "?" marks one listed below the discovery cut.
+        rows = [
+            Bar(v["category"] + ("" if v.get("confident") else " ?"), v["value"] or 0.0,
+                v["ci_low"] or 0.0, v["ci_high"] or 0.0)
+            for v in est["values"][:MAX_BARS]
+        ]
+        threshold = est.get("detection_threshold") or 0.0
+        caption = (
+            f"strings discovered, share of reports ('?': below the discovery cut); not seen: "
+            f"a string below {threshold:.4g} of the reports "
+            f"({est.get('detection_threshold_reports') or 0:,.0f}) is found with probability "
+            f"< {est.get('detection_power', 0.95):.0%}"
+        )
+        return (bar_chart(rows, ceil=0.0) if rows else "<p>(no string discovered)</p>"), caption
     if body["kind"] == "categorical":
         rows = [
             Bar(v["category"], v["value"] or 0.0, v["ci_low"] or 0.0, v["ci_high"] or 0.0)
@@ -60,6 +75,8 @@ def _bars(body: dict[str, Any]) -> tuple[str, str]:
 def _series(body: dict[str, Any]) -> str:
     """The per-epoch chart (for a categorical metric: its largest value)."""
     series = body.get("series") or []
+    if body["kind"] == "string":  # each epoch discovers its own list: the API has them
+        return ""
     if len(series) < 2:
         return (
             f'<p class="series-note">One {escape(body["epoch_length"])} with data in the '

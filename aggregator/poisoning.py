@@ -368,7 +368,9 @@ def estimate_signals(
         vector, count = latest
         earlier = np.asarray(total, dtype=np.int64) - np.asarray(vector, dtype=np.int64)
         rows, pooled = [(earlier, n - int(count)), latest], epochs - 1
-    if not rows or n < spec.min_reports:
+    # A string metric's counters are per (level, seed, bucket), not per value: its
+    # per-value signals have no meaning (the collector's refusals still count).
+    if not rows or n < spec.min_reports or spec.kind == "string":
         return {
             "summary": None,
             "reasons": [],

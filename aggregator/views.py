@@ -9,14 +9,17 @@ when asked, are a separate field.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aggregator.estimate import FrequencyEstimate, estimate
+from ldp_core.mechanisms.prefix import PrefixOLH
 from ldp_core.metric import MetricSpec
 
 __all__ = [
     "EstimateOptions",
+    "discovered_json",
     "estimate_json",
     "metric_facts",
     "stderr_basis",
@@ -58,6 +61,9 @@ def metric_facts(spec: MetricSpec) -> dict[str, Any]:
         facts["domain"] = list(spec.domain)
     if spec.kind == "numeric":
         facts["lo"], facts["hi"] = spec.lo, spec.hi
+    if spec.kind == "string":
+        facts["max_length"], facts["alphabet"] = spec.max_length, spec.alphabet
+        facts["normalisation"] = "NFC" + (", casefold" if spec.casefold else "")
     return facts
 
 
@@ -83,6 +89,39 @@ def stderr_basis(levels: int, epochs: int) -> str:
     return f"memoised: correlated reports of one device over {epochs} epochs with data (bound)"
 
 
+#: Candidates listed below the discovery cut, to fill a top list (``confident`` false).
+STRING_TOP = 20
+
+
+def discovered_json(m: PrefixOLH, tallies: Sequence[int], confidence: float) -> dict[str, Any]:
+    """The strings a ``prefix_olh`` metric discovered: one row each (``category`` is the
+    string, ``value`` its share of the reports, with stderr and interval; ``confident``
+    when above the discovery cut), and what it could not see: ``detection_threshold``,
+    the least share found with probability ``detection_power`` (and in reports)."""
+    import numpy as np
+
+    found = m.discover(np.asarray(tallies, dtype=np.int64), confidence=confidence, top=STRING_TOP)
+    return {
+        "values": [
+            {
+                "category": f.value,
+                "value": _num(f.estimate),
+                "stderr": _num(f.stderr),
+                "ci_low": _num(f.ci_low),
+                "ci_high": _num(f.ci_high),
+                "count": _num(f.count),
+                "confident": f.confident,
+            }
+            for f in found.found
+        ],
+        "detection_threshold": _num(found.threshold),
+        "detection_threshold_reports": _num(found.threshold * found.n),
+        "detection_power": found.power,
+        "level_reports": list(found.level_reports),
+        "candidates": list(found.candidates),
+    }
+
+
 def estimate_json(
     spec: MetricSpec,
     tallies: tuple[int, ...],
@@ -102,6 +141,12 @@ def estimate_json(
         out["estimate"] = None
         return out
     m = spec.build()
+    if isinstance(m, PrefixOLH):
+        out["estimate"] = discovered_json(m, tallies, options.confidence)
+        out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
+        out["confidence"] = options.confidence
+        out["simultaneous"] = False
+        return out
     e = estimate(
         m,
         list(tallies),

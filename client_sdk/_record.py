@@ -173,6 +173,11 @@ def why_invalid(spec: MetricSpec, value: object) -> str:
         return text
     if spec.kind == "boolean":
         return f"not a boolean (a {type(value).__name__})"
+    if spec.kind == "string":
+        if not isinstance(value, str):
+            return f"not a str (a {type(value).__name__})"
+        return (f"not a string of at most {spec.max_length} symbols of {spec.alphabet}"
+                f" after NFC{', casefold' if spec.casefold else ''}")
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"not a number (a {type(value).__name__})"
     return "not a finite number"

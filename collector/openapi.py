@@ -36,7 +36,7 @@ _SPEC_OUT: dict[str, Any] = {
     "properties": {
         "name": {"type": "string", "pattern": _NAME},
         "version": {"type": "integer", "minimum": 1},
-        "kind": {"enum": ["boolean", "categorical", "numeric"]},
+        "kind": {"enum": ["boolean", "categorical", "numeric", "string"]},
         "epsilon": {"type": "number"},
         "mechanism": {"type": "string"},
         "epoch": {"enum": ["hour", "day"]},
@@ -45,6 +45,9 @@ _SPEC_OUT: dict[str, Any] = {
         "domain": {"type": "array", "items": {"type": "string"}},
         "lo": {"type": "number"},
         "hi": {"type": "number"},
+        "max_length": {"type": "integer"},
+        "alphabet": {"type": "string"},
+        "casefold": {"type": "boolean"},
         "longitudinal": {"type": "object", "properties": {"epsilon_inf": {"type": "number"}}},
         "params": {"type": "object"},
     },
@@ -55,7 +58,7 @@ _SPEC_IN: dict[str, Any] = {
     "required": ["name", "kind", "epsilon"],
     "properties": {
         "name": {"type": "string", "pattern": _NAME},
-        "kind": {"enum": ["boolean", "categorical", "numeric"]},
+        "kind": {"enum": ["boolean", "categorical", "numeric", "string"]},
         "epsilon": {"type": "number", "exclusiveMinimum": 0},
         "mechanism": {"type": "string"},
         # Read only for the kind they belong to (domain: categorical; lo, hi: numeric)
@@ -63,6 +66,9 @@ _SPEC_IN: dict[str, Any] = {
         "domain": {"description": "categorical: 2 or more distinct non-empty strings"},
         "lo": {"description": "numeric: a finite number below hi"},
         "hi": {"description": "numeric: a finite number above lo"},
+        "max_length": {"description": "string: the most symbols after normalisation (8)"},
+        "alphabet": {"description": "string: symbols such as 'a-z0-9_', or 'bytes' (a-z)"},
+        "casefold": {"description": "string: case-fold after NFC (true)"},
         "epoch": {"enum": ["hour", "day"]},
         "unit": {"type": "string"},
         "longitudinal": {"type": "object"},

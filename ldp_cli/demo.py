@@ -2,7 +2,7 @@
 
 (a) the randomised-response survey; (b) the privacy audit table and a
 device's one-year budget; (c) ``up`` on a throwaway (or given) data folder,
-three demo metrics registered over HTTP, a fleet of simulated devices
+four demo metrics registered over HTTP, a fleet of simulated devices
 reporting through the real SDK, and each estimate printed beside the truth
 with its interval, epsilon and unit; then everything it started is stopped
 (``--keep``: kept running until Ctrl-C).
@@ -88,7 +88,7 @@ def _system(args: argparse.Namespace) -> int:
                 f"eps = {s['epsilon']:g}, min_reports = {s['min_reports']}"
             )
         truth = draw_truth(args.devices, seed=args.seed)
-        bar = Progress(f"{args.devices:,} devices reporting", 3 * args.devices)
+        bar = Progress(f"{args.devices:,} devices reporting", len(specs) * args.devices)
         run = run_fleet(
             stack.collector_url,
             keys.ingest,
@@ -120,7 +120,12 @@ def _system(args: argparse.Namespace) -> int:
             if not body["suppressed"]:
                 est = body["estimate"]
                 rows = est.get("values", [est])
-                trues = [true[r["category"]] for r in rows] if isinstance(true, dict) else [true]
+                if body["kind"] == "string":  # the discovered strings, not those listed to fill
+                    rows = [r for r in rows if r["confident"]]
+                    discovered = ", ".join(repr(r["category"]) for r in rows)
+                    print(f"discovered without a list: {discovered or 'nothing yet'}")
+                trues = ([true.get(r["category"], 0.0) for r in rows] if isinstance(true, dict)
+                         else [true])
                 inside += sum(
                     r["ci_low"] <= t <= r["ci_high"] for r, t in zip(rows, trues, strict=True)
                 )

@@ -1,8 +1,10 @@
 """The demo's simulated fleet: true values drawn with a seed, reported through the SDK.
 
-Three demo metrics: a boolean (did the app crash today), a categorical with
-20 values on a Zipf(1.1) law (the browser), and a numeric mean (minutes in the
-app, in [0, 120]).  Each logical device is a ``client_sdk.Fleet`` device with
+Four demo metrics: a boolean (did the app crash today), a categorical with
+20 values on a Zipf(1.1) law (the browser), a numeric mean (minutes in the
+app, in [0, 120]) and a string nobody listed (the search term: Zipf(1.1) over
+SEARCH_TERMS then 300 random words, typed in any case; discovered, not listed).
+Each logical device is a ``client_sdk.Fleet`` device with
 its own secret and ledger, so it reports each metric once per epoch like a
 real phone; every report goes through the real SDK and the collector's HTTP API.
 The true values stay in this process: they are what the estimates are
@@ -45,6 +47,11 @@ BROWSERS = (
     "other",
 )
 ZIPF_S = 1.1
+#: The most common search terms, in order; the metric's spec does not list them.
+SEARCH_TERMS = ("weather", "news", "maps", "mail", "music", "games", "recipes", "soccer",
+                "flights", "movies", "jobs", "shoes")
+#: Random words of the long tail of searches (each rarer than the last listed term).
+TAIL_WORDS = 300
 
 
 def demo_specs(min_reports: int) -> list[dict[str, Any]]:
@@ -80,6 +87,18 @@ def demo_specs(min_reports: int) -> list[dict[str, Any]]:
             "unit": "device",
             "min_reports": min_reports,
         },
+        {
+            "name": "demo.search",
+            "kind": "string",
+            "max_length": 8,
+            "alphabet": "a-z",
+            "casefold": True,
+            "epsilon": 4.0,
+            "mechanism": "auto",
+            "epoch": "day",
+            "unit": "device",
+            "min_reports": min_reports,
+        },
     ]
 
 
@@ -90,6 +109,7 @@ class Truth:
     crashed: tuple[int, ...]
     browser: tuple[str, ...]
     minutes: tuple[float, ...]
+    search: tuple[str, ...] = ()
 
     @property
     def devices(self) -> int:
@@ -101,6 +121,11 @@ class Truth:
             return float(np.mean(self.crashed))
         if metric == "demo.session_minutes":
             return float(np.mean(self.minutes))
+        if metric == "demo.search":
+            shares: dict[str, float] = {}
+            for term in self.search:
+                shares[term.lower()] = shares.get(term.lower(), 0.0) + 1 / self.devices
+            return shares
         counts = {b: 0 for b in BROWSERS}
         for b in self.browser:
             counts[b] += 1
@@ -115,10 +140,20 @@ def draw_truth(devices: int, seed: int = 2026) -> Truth:
     browser = rng.choice(len(BROWSERS), size=devices, p=zipf / zipf.sum())
     minutes = np.clip(rng.gamma(2.0, 9.0, size=devices), 0.0, 120.0).round(1)
     crashed = (rng.random(devices) < 0.12).astype(int)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    tail = ["".join(rng.choice(letters, size=int(rng.integers(3, 9))))
+            for _ in range(TAIL_WORDS)]
+    words = [*SEARCH_TERMS, *tail]
+    law = np.arange(1, len(words) + 1, dtype=np.float64) ** -ZIPF_S
+    picked = rng.choice(len(words), size=devices, p=law / law.sum())
+    capital = rng.random(devices) < 0.3  # typed "Weather": the device folds the case
+    search = tuple(words[i].capitalize() if up else words[i]
+                   for i, up in zip(picked, capital, strict=True))
     return Truth(
         crashed=tuple(int(x) for x in crashed),
         browser=tuple(BROWSERS[i] for i in browser),
         minutes=tuple(float(x) for x in minutes),
+        search=search,
     )
 
 
@@ -142,10 +177,12 @@ def run_fleet(
     progress: Callable[[int, str], None] | None = None,
     timeout: float = 300.0,
 ) -> FleetRun:
-    """Every device records its three values through the SDK, then the fleet flushes."""
+    """Every device records its values through the SDK, then the fleet flushes."""
     started = time.monotonic()
     deadline = started + timeout
-    expected = 3 * truth.devices
+    names = {s["name"] for s in specs}
+    searching = "demo.search" in names and bool(truth.search)
+    expected = (3 + searching) * truth.devices
     fleet = Fleet(collector_url, api_key=ingest_key, metrics=specs, background=True)
     try:
         for i in range(truth.devices):
@@ -153,6 +190,8 @@ def run_fleet(
             device.record("demo.crashed", truth.crashed[i])
             device.record("demo.browser", truth.browser[i])
             device.record("demo.session_minutes", truth.minutes[i])
+            if searching:
+                device.record("demo.search", truth.search[i])
             if progress is not None and i % 500 == 0:
                 progress(fleet.counters().delivered, "recording")
         complete = False

@@ -50,6 +50,11 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         spec["domain"] = [v.strip() for v in (args.domain or "").split(",") if v.strip()]
     if args.kind == "numeric":
         spec["lo"], spec["hi"] = args.lo, args.hi
+    if args.kind == "string":
+        for key in ("max_length", "alphabet"):
+            value = getattr(args, key, None)
+            if value is not None:
+                spec[key] = value
     if args.epsilon_inf is not None:
         spec["longitudinal"] = {"epsilon_inf": args.epsilon_inf}
     return spec

@@ -82,6 +82,8 @@ def format_estimate(
     lines.append(head + ("     truth  inside" if with_truth else ""))
     rows: Sequence[tuple[str, Mapping[str, Any], float | None]]
     est = body["estimate"]
+    if body["kind"] == "string":
+        return "\n".join(lines + discovered_lines(est, truth))
     if body["kind"] == "categorical":
         shares = truth if isinstance(truth, Mapping) else {}
         rows = [(v["category"], v, shares.get(v["category"])) for v in est["values"]]
@@ -106,6 +108,41 @@ def format_estimate(
     return "\n".join(lines)
 
 
+def discovered_lines(est: Mapping[str, Any], truth: object = None) -> list[str]:
+    r"""A string metric's answer: the discovered strings (a ``?`` marks one listed below
+    the discovery cut), then the detection threshold: what it could not see.
+
+    >>> est = {"values": [{"category": "hello", "value": 0.2, "stderr": 0.01,
+    ...     "ci_low": 0.18, "ci_high": 0.22, "confident": True}],
+    ...     "detection_threshold": 0.0093, "detection_threshold_reports": 930.0,
+    ...     "detection_power": 0.95}
+    >>> print("\n".join(discovered_lines(est)))
+      hello                     0.2000    0.0100  [  0.1800,   0.2200]
+    not seen: a string below 0.0093 of the reports (930 reports) is found with probability < 95%
+    """
+    shares = truth if isinstance(truth, Mapping) else {}
+    lines = []
+    for v in est["values"]:
+        mark = " " if v.get("confident") else "?"
+        line = (f"{mark} {v['category'][:22]:<22} {v['value']:>9.4f} {v['stderr']:>9.4f}  "
+                f"[{v['ci_low']:>8.4f}, {v['ci_high']:>8.4f}]")
+        true = shares.get(v["category"])
+        if true is not None:
+            inside = "yes" if v["ci_low"] <= true <= v["ci_high"] else "NO"
+            line += f" {true:>9.4f}  {inside}"
+        lines.append(line)
+    if not est["values"]:
+        lines.append("(no string discovered)")
+    if any(not v.get("confident") for v in est["values"]):
+        lines.append("? listed to fill the top, below the discovery cut (may be noise)")
+    lines.append(
+        f"not seen: a string below {est['detection_threshold']:.4f} of the reports "
+        f"({est['detection_threshold_reports']:,.0f} reports) is found with probability "
+        f"< {est['detection_power']:.0%}"
+    )
+    return lines
+
+
 def format_series(body: Mapping[str, Any]) -> str:
     """One line per epoch (for a categorical metric: its largest value in the window)."""
     import time
@@ -113,6 +150,8 @@ def format_series(body: Mapping[str, Any]) -> str:
     series = body.get("series") or []
     pick: int | None = None
     what = "estimate"
+    if body["kind"] == "string":
+        what = "the most common string discovered"
     if body["kind"] == "categorical":
         values = (body.get("estimate") or {}).get("values") or []
         pick = max(range(len(values)), key=lambda i: values[i]["value"]) if values else 0
@@ -127,6 +166,11 @@ def format_series(body: Mapping[str, Any]) -> str:
         head = f"{p['epoch']:>7} {start:<16} {p['n']:>8}  "
         if p["suppressed"]:
             lines.append(head + f"suppressed: {p['reason']}")
+            continue
+        if body["kind"] == "string":
+            top = p["estimate"]["values"][:1]
+            lines.append(head + (f"{top[0]['value']:>9.4f}  {top[0]['category']!r}" if top
+                                 else "(none)"))
             continue
         e = p["estimate"]["values"][pick] if pick is not None else p["estimate"]
         lines.append(head + f"{e['value']:>9.4f}  [{e['ci_low']:.4f}, {e['ci_high']:.4f}]")

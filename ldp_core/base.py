@@ -50,8 +50,8 @@ __all__ = [
 ]
 
 #: binary: a proportion of 1s; frequency: a histogram over the domain;
-#: mean: the mean of a number in [lo, hi].
-Kind = Literal["binary", "frequency", "mean"]
+#: mean: the mean of a number in [lo, hi]; string: the heavy strings of an open domain.
+Kind = Literal["binary", "frequency", "mean", "string"]
 
 #: A randomised report as the device holds it (the mechanism says which).
 Report = int | tuple[int, ...]

@@ -22,12 +22,13 @@ from typing import Any, Literal
 
 from ldp_core.base import Kind, Mechanism
 from ldp_core.epsilon import check_epsilon
+from ldp_core.mechanisms._alphabet import Alphabet
 from ldp_core.mechanisms.mean import check_bounds
 from ldp_core.registry import NAMES, longitudinal, mechanism, names_for, resolve_auto
 
 __all__ = ["EPOCH_SECONDS", "MetricKind", "MetricSpec", "SpecError"]
 
-MetricKind = Literal["boolean", "categorical", "numeric"]
+MetricKind = Literal["boolean", "categorical", "numeric", "string"]
 EPOCH_SECONDS = {"hour": 3600, "day": 86400}
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 MAX_CATEGORIES = 1 << 16
@@ -43,7 +44,9 @@ MAX_COUNTERS_PER_REPORT = 1024
 MAX_COUNTER_EPOCHS = 1 << 24
 
 #: The estimate each metric kind asks of its mechanism.
-_KIND: dict[str, Kind] = {"boolean": "binary", "categorical": "frequency", "numeric": "mean"}
+_KIND: dict[str, Kind] = {
+    "boolean": "binary", "categorical": "frequency", "numeric": "mean", "string": "string",
+}
 _ALLOWED: dict[str, tuple[str, ...]] = {
     metric_kind: (*names_for(kind), "auto") for metric_kind, kind in _KIND.items()
 }
@@ -110,6 +113,11 @@ class MetricSpec:
     epsilon_inf: float | None = None
     min_reports: int = 100
     version: int = 1
+    #: A string metric: at most ``max_length`` symbols of ``alphabet`` ("a-z", or
+    #: "bytes" of UTF-8) after NFC and, when ``casefold``, case folding.
+    max_length: int | None = None
+    alphabet: str | None = None
+    casefold: bool = True
     _built: dict[str, Mechanism] = field(default_factory=dict, repr=False, compare=False)
 
     # -- construction ----------------------------------------------------------------
@@ -149,6 +157,9 @@ class MetricSpec:
             "min_reports",
             "version",
             "params",
+            "max_length",
+            "alphabet",
+            "casefold",
         }
         for key in data:
             if key not in known:
@@ -159,7 +170,7 @@ class MetricSpec:
         kind = _text(data.get("kind"))
         if kind not in _ALLOWED:
             errors["kind"] = (
-                f"must be one of boolean, categorical, numeric, got {data.get('kind')!r}"
+                f"must be one of boolean, categorical, numeric, string, got {data.get('kind')!r}"
             )
         try:
             epsilon = check_epsilon(data.get("epsilon"))  # type: ignore[arg-type]
@@ -196,6 +207,20 @@ class MetricSpec:
                 lo, hi = check_bounds(data.get("lo"), data.get("hi"))
             except ValueError as exc:
                 errors["lo" if "lo" in str(exc).split()[0] else "hi"] = str(exc)
+        max_length, alphabet, casefold = data.get("max_length"), data.get("alphabet"), True
+        if kind == "string":
+            max_length = data.get("max_length", 8)
+            alphabet = data.get("alphabet", "a-z")
+            casefold = data.get("casefold", True)
+            if not isinstance(casefold, bool):
+                errors["casefold"] = f"must be true or false, got {casefold!r}"
+            else:
+                try:
+                    Alphabet.parse(alphabet, max_length, casefold)
+                except ValueError as exc:
+                    errors["max_length" if "max_length" in str(exc) else "alphabet"] = str(exc)
+        elif any(key in data for key in ("max_length", "alphabet", "casefold")):
+            errors["kind"] = "max_length, alphabet and casefold belong to a string metric"
         epoch = _text(data.get("epoch", "day"))
         if epoch not in EPOCH_SECONDS:
             errors["epoch"] = f"must be 'hour' or 'day', got {data.get('epoch')!r}"
@@ -243,6 +268,9 @@ class MetricSpec:
             epsilon_inf=epsilon_inf,
             min_reports=min_reports,
             version=version,
+            max_length=max_length if kind == "string" else None,
+            alphabet=alphabet if kind == "string" else None,
+            casefold=casefold,
         )
         try:
             built = spec.build()
@@ -267,6 +295,9 @@ class MetricSpec:
             out["domain"] = list(self.domain)
         if self.kind == "numeric":
             out["lo"], out["hi"] = self.lo, self.hi
+        if self.kind == "string":
+            out["max_length"], out["alphabet"] = self.max_length, self.alphabet
+            out["casefold"] = self.casefold
         if self.epsilon_inf is not None:
             out["longitudinal"] = {"epsilon_inf": self.epsilon_inf}
         out["params"] = self.build().describe()
@@ -290,6 +321,9 @@ class MetricSpec:
         name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels,
                             self.epsilon_inf)
         d = self.domain_size if kind == "frequency" else None
+        if kind == "string":
+            return mechanism(name, epsilon=self.epsilon, max_length=self.max_length,
+                             alphabet=self.alphabet, casefold=self.casefold)
         if self.epsilon_inf is not None:
             return longitudinal(
                 name, epsilon=self.epsilon, epsilon_inf=self.epsilon_inf,
@@ -309,6 +343,11 @@ class MetricSpec:
                 raise ValueError(
                     f"value {value!r} is not a category of metric {self.name!r}"
                 ) from None
+        if self.kind == "string":
+            try:
+                return self.build().check_value(value)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (metric {self.name!r})") from None
         if self.kind == "boolean":
             if value in (True, False, 0, 1) and not isinstance(value, float):
                 return int(value)

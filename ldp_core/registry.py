@@ -29,6 +29,7 @@ from ldp_core.mechanisms import (
     olh,
     piecewise,
     piecewise_memo,
+    prefix,
     sketch,
     unary,
 )
@@ -46,7 +47,9 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo)
+FAMILIES = (
+    binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo, prefix,
+)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -184,6 +187,9 @@ def mechanism(
     yes: float | Fraction | None = None,
     g: int | None = None,
     buckets: int | None = None,
+    max_length: int | None = None,
+    alphabet: str | None = None,
+    casefold: bool | None = None,
 ) -> Mechanism:
     """Build a mechanism by name; every bad parameter is a ValueError naming it.
 
@@ -192,12 +198,15 @@ def mechanism(
     - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``cms`` and
       ``hcms`` (optional ``buckets=``), ``auto``: ``epsilon=``, ``domain_size=``
     - ``one_bit_mean``, ``piecewise``, ``hybrid``: ``epsilon=``, ``lo=``, ``hi=``
+    - ``prefix_olh`` (strings): ``epsilon=``, optional ``max_length=`` (6),
+      ``alphabet=`` ("a-z", or "bytes") and ``casefold=`` (True)
     """
     params = {
         key: value
         for key, value in (
             ("epsilon", epsilon), ("domain_size", domain_size), ("lo", lo), ("hi", hi),
             ("p", p), ("truth", truth), ("yes", yes), ("g", g), ("buckets", buckets),
+            ("max_length", max_length), ("alphabet", alphabet), ("casefold", casefold),
         )
         if value is not None
     }

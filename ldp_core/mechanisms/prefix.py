@@ -1,0 +1,636 @@
+"""Strings nobody listed: prefix levels, one OLH report each, discovery by FFT.
+
+The device holds a string of at most L symbols (``_alphabet``: normalised,
+then coded).  The levels are prefix lengths l_1 < ... < l_m = L (default every
+second symbol: 2, 4, 6).  Each report belongs to ONE level, drawn on the
+device from the CSPRNG with integer weights w_j (more to the last level: the
+final estimates come from it), and carries an OLH report of the prefix of
+length l_j: a public seed s uniform in [0, S) and y = GRR_g(h_s(x)), with
+
+    x = (sym_0, ..., sym_{l_j - 1}) in GF(g)^{l_j}   (0 past the end; g >= B),
+    h_s(x) = <a_{j,s}, x> mod g,
+
+where the seed vectors a_{j,s} are uniform over GF(g)^{l_j}, drawn from
+SHAKE-256 of (level, seed) by rejection (public, the same on every device).
+The report is one integer, its own counter: (j S + s) g + y.  The collector
+keeps m S g counters whatever n.
+
+Channel.  p* = p = e^eps/(e^eps + g - 1) (the GRR threshold, strictly below);
+for a uniform a and x != x', P[<a, x - x'> = 0] = 1/g exactly, so over the
+draw of the family q* = p/g + (1 - 1/g)(1 - p)/(g - 1) = 1/g.  Epsilon is the
+GRR's, whatever the level and seed: P[j, s, y | x] / P[j, s, y | x'] =
+P[y | h(x)] / P[y | h(x')] <= p (g - 1)/(1 - p) = e^eps.  The unit: one report
+per device per metric per epoch, eps per report.
+
+Variance of a support count C(x) among n_j reports of level j, c of them x:
+
+    Var = c p(1-p) + (n_j - c) q*(1-q*) + (p - q0)^2 (1/g)(1 - 1/g)/S * sum_{x' != x} c_x'^2
+
+(q0 = (1-p)/(g-1); the last term is the finite family: x collides with x' on
+a Binomial(S, 1/g)/S share of the seeds), and c_hat = (C - n_j/g)/(p - 1/g).
+
+Discovery (``discover``, server side, numpy): level by level, the candidates
+are the survivors of the previous level extended by every symbol string of
+the gap; their support counts come from one FFT per survivor over
+GF(g)^gap (``_extension_counts``), not from a pass over the reports.  The top
+survivors above a floor go on; the last level keeps the candidates above a
+Bonferroni threshold and estimates each with its interval.
+
+>>> import random
+>>> m = PrefixOLH(epsilon=4.0)
+>>> m.cuts, m.g, m.num_counters
+((2, 4, 6), 53, 325632)
+>>> 0 <= m.randomize("Hello", rng=random.Random(0)) < m.num_counters
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ldp_core._rng import WORD, Rng
+from ldp_core.base import Design, IntReport, Kind, Mechanism, Report
+from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up
+from ldp_core.mechanisms._alphabet import Alphabet
+from ldp_core.mechanisms._projective import is_prime
+from ldp_core.mechanisms.grr import grr_keep_threshold, grr_step, grr_steps
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["MECHANISMS", "Discovered", "Discovery", "PrefixOLH", "seed_vectors"]
+
+DEFAULT_SEEDS = 2048
+#: Survivors carried from each level to the next (the cost of the next level): the
+#: 2-symbol level, a sample of a sixth of the reports, loses a rank-20 prefix among
+#: its 703 candidates when it keeps 48 (18 of 35 misses in tests/bench runs).
+SURVIVORS: tuple[int, ...] = (96, 48)
+#: A survivor must be this many null standard deviations above zero.
+SURVIVOR_FLOOR = 1.0
+#: Expected false discoveries at the last level (Bonferroni over its candidates).
+FALSE_DISCOVERIES = 0.05
+
+
+def seed_vector(level: int, seed: int, length: int, g: int) -> tuple[int, ...]:
+    """a_{level, seed}: ``length`` digits uniform in GF(g), from SHAKE-256 by rejection.
+
+    >>> seed_vector(0, 7, 2, 53) == seed_vector(0, 7, 2, 53)
+    True
+    """
+    limit = (1 << 16) - (1 << 16) % g
+    out: list[int] = []
+    size = 4 * length + 8
+    while len(out) < length:
+        out.clear()
+        stream = hashlib.shake_256(f"ldp-prefix/{g}/{level}/{seed}".encode()).digest(size)
+        for i in range(0, size, 2):
+            word = int.from_bytes(stream[i : i + 2], "little")
+            if word < limit:
+                out.append(word % g)
+                if len(out) == length:
+                    break
+        size *= 2
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16)
+def seed_vectors(level: int, seeds: int, length: int, g: int) -> npt.NDArray[np.int64]:
+    """All a_{level, s}, shape (S, length), read-only (server side)."""
+    import numpy as np
+
+    table = np.array([seed_vector(level, s, length, g) for s in range(seeds)], dtype=np.int64)
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=16)
+def _plan(level: int, seeds: int, prev: int, cut: int, g: int) -> tuple[Any, ...]:
+    """The seeds of a level grouped by the direction of their tail a''_s = lam_s d_s
+    (d_s with a leading 1; a zero tail is its own group, d = 0, lam = 1).
+
+    Returns (seed order, a' in that order, lam in that order, group starts, d per group).
+    """
+    import numpy as np
+
+    table = seed_vectors(level, seeds, cut, g)
+    tail = table[:, prev:]
+    nonzero = tail != 0
+    lead = np.where(nonzero.any(axis=1), tail[np.arange(seeds), nonzero.argmax(axis=1)], 1)
+    inverse = np.array([pow(int(x), g - 2, g) for x in range(1, g)], dtype=np.int64)
+    dirs = (tail * inverse[lead - 1][:, None]) % g
+    keys = dirs @ (g ** np.arange(cut - prev, dtype=np.int64))
+    order = np.argsort(keys, kind="stable")
+    _, starts = np.unique(keys[order], return_index=True)
+    return order, table[order, :prev], lead[order], starts, dirs[order][starts]
+
+
+def _default_cuts(max_length: int) -> tuple[int, ...]:
+    return (*range(2, max_length, 2), max_length)
+
+
+def _default_shares(cuts: tuple[int, ...]) -> tuple[int, ...]:
+    # Weight of level j proportional to its prefix length: the last level,
+    # whose reports give the final estimates, gets the most.
+    return tuple(cuts)
+
+
+def choose_prime(epsilon: float, base: int) -> int:
+    """The prime g >= B with the lowest OLH variance q(1-q)/(p-q)^2 (q = 1/g).
+
+    >>> choose_prime(4.0, 27), choose_prime(1.0, 27)
+    (53, 29)
+    """
+    e = math.exp(epsilon)
+    best: tuple[float, int] | None = None
+    g = base
+    while g <= max(2 * base, int(2 * e) + 3):
+        if is_prime(g):
+            p, q = e / (e + g - 1), 1 / g
+            var = q * (1 - q) / (p - q) ** 2
+            if best is None or var < best[0]:
+                best = (var, g)
+        g += 1
+    assert best is not None
+    return best[1]
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """One discovered string: its estimated share of the reports and interval."""
+
+    value: str
+    estimate: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    count: float
+    #: Above the last level's cut (expected false discoveries <= FALSE_DISCOVERIES);
+    #: else one of the ``top`` best candidates asked for.
+    confident: bool
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What ``PrefixOLH.discover`` found, and what it could not see.
+
+    ``threshold`` is the detection threshold: the smallest share of the reports
+    a string (with prefixes no more common than itself) needs to be found with
+    probability ``power`` at this n and eps; ``threshold * n`` in reports.
+    """
+
+    found: tuple[Discovered, ...]
+    n: int
+    threshold: float
+    power: float
+    confidence: float
+    level_reports: tuple[int, ...]
+    candidates: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PrefixOLH(IntReport):
+    """Prefix levels with an OLH report each; see the module docstring."""
+
+    name: ClassVar[str] = "prefix_olh"
+    kind: ClassVar[Kind] = "string"
+    auto_candidate: ClassVar[bool] = True
+    decode_code: ClassVar[str] = "bucket_out_of_range"
+    declared_epsilon: float
+    alphabet: Alphabet
+    cuts: tuple[int, ...]
+    shares: tuple[int, ...]
+    g: int
+    seeds: int
+    keep: int = field(init=False)
+
+    def __init__(
+        self,
+        epsilon: float,
+        max_length: int = 6,
+        alphabet: str = "a-z",
+        casefold: bool = True,
+        cuts: tuple[int, ...] | None = None,
+        shares: tuple[int, ...] | None = None,
+        seeds: int = DEFAULT_SEEDS,
+    ) -> None:
+        eps = check_mechanism_epsilon(epsilon)
+        alpha = Alphabet.parse(alphabet, max_length, casefold)
+        cuts = _default_cuts(max_length) if cuts is None else tuple(cuts)
+        if not cuts or list(cuts) != sorted(set(cuts)) or cuts[0] < 1 or cuts[-1] != max_length:
+            raise ValueError(f"cuts must rise strictly to max_length {max_length}, got {cuts!r}")
+        if max(b - a for a, b in zip((0, *cuts), cuts, strict=False)) > 2:
+            raise ValueError(f"cuts must step by at most 2 symbols, got {cuts!r}")
+        shares = _default_shares(cuts) if shares is None else tuple(shares)
+        if len(shares) != len(cuts) or any(
+            isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in shares
+        ):
+            raise ValueError(f"shares must be one positive integer per cut, got {shares!r}")
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or not 16 <= seeds <= 1 << 16:
+            raise ValueError(f"seeds must be an integer in [16, 65536], got {seeds!r}")
+        g = choose_prime(eps, alpha.base)
+        object.__setattr__(self, "declared_epsilon", eps)
+        object.__setattr__(self, "alphabet", alpha)
+        object.__setattr__(self, "cuts", cuts)
+        object.__setattr__(self, "shares", shares)
+        object.__setattr__(self, "g", g)
+        object.__setattr__(self, "seeds", seeds)
+        # p = e^eps/(e^eps + g - 1), threshold strictly below: p(g-1)/(1-p) < e^eps.
+        object.__setattr__(self, "keep", grr_keep_threshold(eps, g))
+        check_separated(self.name, eps, self.channel)
+
+    @classmethod
+    def create(cls, params: dict[str, Any]) -> Mechanism:
+        from ldp_core.base import need
+
+        extra = {k: params[k] for k in ("max_length", "alphabet", "casefold") if k in params}
+        return cls(need(params, "epsilon", cls.name), **extra)
+
+    # -- the channel ------------------------------------------------------------------
+
+    @property
+    def epsilon(self) -> float:
+        return self.declared_epsilon
+
+    @property
+    def domain_size(self) -> int:
+        return self.alphabet.size
+
+    @property
+    def channel(self) -> tuple[Fraction, Fraction]:
+        return Fraction(self.keep, WORD), Fraction(1, self.g)
+
+    @property
+    def epsilon_actual(self) -> float:
+        p = Fraction(self.keep, WORD)
+        return log_up(p * (self.g - 1) / (1 - p))
+
+    @property
+    def num_counters(self) -> int:
+        return len(self.cuts) * self.seeds * self.g
+
+    @property
+    def report_bits(self) -> float:
+        return math.log2(self.num_counters)
+
+    def check_value(self, value: object) -> int:
+        if isinstance(value, str):
+            return self.alphabet.code(value)
+        return self.alphabet.check_code(value)
+
+    def text(self, code: int) -> str:
+        """The string of a code."""
+        return self.alphabet.text(code)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "alphabet": self.alphabet.spec,
+            "max_length": self.alphabet.max_length,
+            "casefold": self.alphabet.casefold,
+            "normalisation": "NFC" + (", casefold" if self.alphabet.casefold else ""),
+            "cuts": list(self.cuts),
+            "shares": list(self.shares),
+            "g": self.g,
+            "seeds": self.seeds,
+        }
+
+    # -- the device -------------------------------------------------------------------
+
+    def bucket(self, level: int, seed: int, code: int) -> int:
+        """h_{level, seed} of the prefix of ``code`` at that level."""
+        length = self.cuts[level]
+        a = seed_vector(level, seed, length, self.g)
+        return sum(x * y for x, y in zip(a, self.alphabet.digits(code, length), strict=True)) % (
+            self.g
+        )
+
+    def _perturb(self, value: int | float, rng: Rng) -> int:
+        draw = rng.randrange(sum(self.shares))
+        level = 0
+        while draw >= self.shares[level]:
+            draw -= self.shares[level]
+            level += 1
+        seed = rng.randrange(self.seeds)
+        y = grr_step(self.bucket(level, seed, int(value)), self.keep, self.g, rng)
+        return (level * self.seeds + seed) * self.g + y
+
+    # -- server-side hooks ----------------------------------------------------------
+
+    def _levels_of(self, n: int, gen: Any) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        edges = np.cumsum(self.shares)
+        draws = gen.integers(0, int(edges[-1]), size=n)
+        return np.searchsorted(edges, draws, side="right")  # type: ignore[no-any-return]
+
+    def _hashes(self, level: int, seeds: Any, codes: Any) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        length = self.cuts[level]
+        table = seed_vectors(level, self.seeds, length, self.g)
+        powers = self.alphabet.base ** np.arange(length, dtype=np.int64)
+        codes = np.asarray(codes, dtype=np.int64)
+        digits = (codes[:, None] // powers[None, :]) % self.alphabet.base
+        return (table[seeds] * digits).sum(axis=1) % self.g  # type: ignore[no-any-return]
+
+    def sample(self, values: npt.NDArray[Any], gen: Any) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        codes = np.asarray(values, dtype=np.int64)
+        levels = self._levels_of(len(codes), gen)
+        seeds = gen.integers(0, self.seeds, size=len(codes))
+        hashed = np.empty(len(codes), dtype=np.int64)
+        for level in range(len(self.cuts)):
+            mask = levels == level
+            hashed[mask] = self._hashes(level, seeds[mask], codes[mask])
+        y = grr_steps(hashed, self.keep, self.g, gen)
+        return (levels * self.seeds + seeds) * self.g + y  # type: ignore[no-any-return]
+
+    def simulate_tallies(
+        self, values: npt.NDArray[Any], trials: int, gen: Any
+    ) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        from ldp_core.base import CHUNK
+
+        codes = np.asarray(values, dtype=np.int64)
+        out = np.zeros((trials, self.num_counters), dtype=np.int64)
+        for trial in range(trials):
+            for start in range(0, len(codes), CHUNK):
+                batch = self.sample(codes[start : start + CHUNK], gen)
+                out[trial] += np.bincount(batch, minlength=self.num_counters)
+        return out
+
+    def simulate_counts(
+        self, codes: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], gen: Any
+    ) -> npt.NDArray[np.int64]:
+        """The tallies of ``counts[i]`` reports of ``codes[i]``, in bounded chunks: memory
+        O(counters + distinct values + chunk), whatever the number of reports."""
+        import numpy as np
+
+        from ldp_core.base import CHUNK
+
+        out = np.zeros(self.num_counters, dtype=np.int64)
+        ends = np.cumsum(counts)
+        total = int(ends[-1]) if len(ends) else 0
+        for start in range(0, total, CHUNK):
+            stop = min(total, start + CHUNK)
+            first, last = np.searchsorted(ends, [start, stop - 1], side="right")
+            runs = np.minimum(ends[first : last + 1], stop) - np.maximum(
+                np.concatenate(([0], ends))[first : last + 1], start
+            )
+            batch = np.repeat(codes[first : last + 1], runs)
+            out += np.bincount(self.sample(batch, gen), minlength=self.num_counters)
+        return out
+
+    def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
+        import numpy as np
+
+        p = self.keep / WORD
+        total = sum(self.shares)
+        out = np.empty((len(self.cuts), self.seeds, self.g))
+        for level, share in enumerate(self.shares):
+            hashed = self._hashes(level, np.arange(self.seeds), np.full(self.seeds, value))
+            block = np.full((self.seeds, self.g), (1 - p) / (self.g - 1))
+            block[np.arange(self.seeds), hashed] = p
+            out[level] = block * share / total / self.seeds
+        flat = out.ravel()
+        return np.asarray(flat / flat.sum(), dtype=np.float64)
+
+    def _collisions(self, level: int, x: int, x_prime: int) -> int:
+        return sum(
+            self.bucket(level, s, x) == self.bucket(level, s, x_prime) for s in range(self.seeds)
+        )
+
+    def audit_design(self) -> Design:
+        # E = {the report supports "a" and not "b"}: at level j the seed separates
+        # them on S - k_j seeds, then the GRR decides: P[E | a] = sum_j w_j (1-k_j/S) p,
+        # P[E | b] = sum_j w_j (1-k_j/S) (1-p)/(g-1); ratio p(g-1)/(1-p) = e^eps.
+        import numpy as np
+
+        x, x_prime = self.alphabet.code("a"), self.alphabet.code("b")
+        p = Fraction(self.keep, WORD)
+        total = sum(self.shares)
+        apart = sum(
+            Fraction(w, total) * Fraction(self.seeds - self._collisions(j, x, x_prime), self.seeds)
+            for j, w in enumerate(self.shares)
+        )
+        g, s = self.g, self.seeds
+        own = np.concatenate([self._hashes(j, np.arange(s), np.full(s, x)) for j in
+                              range(len(self.cuts))])
+        other = np.concatenate([self._hashes(j, np.arange(s), np.full(s, x_prime)) for j in
+                                range(len(self.cuts))])
+
+        def event(r: Report) -> bool:
+            assert isinstance(r, int)
+            row, y = divmod(r, g)
+            return bool(own[row] == y and other[row] != y)
+
+        def batch_event(batch: Any) -> Any:
+            rows, y = np.divmod(batch, g)
+            return (own[rows] == y) & (other[rows] != y)
+
+        return Design(x, x_prime, event, batch_event, (apart * p, apart * (1 - p) / (g - 1)))
+
+    # -- discovery ------------------------------------------------------------------
+
+    def _extension_counts(
+        self, level: int, table: npt.NDArray[np.int64], survivors: npt.NDArray[np.int64],
+        extensions: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.int64]:
+        """C(P + e) for every survivor P and extension e (symbol tuples), shape (P, E).
+
+        C(P + e) = sum_s T[s, b_s + <a''_s, e>] with b_s = <a'_s, P> (a = (a', a'')).
+        Writing a''_s = lam_s d (d a direction) and grouping the seeds by d:
+        W_P[d, z] = sum_{s in d} T[s, b_s + lam_s z], then C(P + e) = sum_d W_P[d, <d, e>]:
+        O(S g + D E) per survivor (D <= g + 1 directions for a gap of two), whatever n.
+        """
+        import numpy as np
+
+        g, prev = self.g, (0, *self.cuts)[level]
+        order, head, lam, starts, dirs = _plan(level, self.seeds, prev, self.cuts[level], g)
+        rows = table[order]  # (S, g), seeds grouped by direction
+        at = (np.arange(len(dirs)) * g)[:, None] + (dirs @ extensions.T) % g  # (D, E)
+        # Each row written twice, so T[s, (b + lam_s z) mod g] is row s at b + (lam_s z
+        # mod g): one add and one gather per (seed, z), no modulo per survivor.
+        twice = np.concatenate([rows, rows], axis=1).astype(np.int64).ravel()
+        steps = (np.arange(self.seeds) * 2 * g)[:, None] + (
+            lam[:, None] * np.arange(g)[None, :]) % g  # (S, g)
+        powers = self.alphabet.base ** np.arange(prev, dtype=np.int64)
+        out = np.empty((len(survivors), len(extensions)), dtype=np.int64)
+        for first in range(0, len(survivors), 16):
+            chunk = survivors[first : first + 16]
+            digits = (chunk[:, None] // powers[None, :]) % self.alphabet.base
+            shift = (digits @ head.T) % g  # b_s, (P, S)
+            gathered = twice[steps[:, None, :] + shift.T[:, :, None]]  # (S, P, g)
+            grouped = np.add.reduceat(gathered, starts, axis=0)  # (D, P, g), rows added
+            flat = grouped.transpose(1, 0, 2).reshape(len(chunk), -1)
+            out[first : first + len(chunk)] = flat[:, at].sum(axis=1)
+        return out
+
+    def _extensions(self, level: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(symbols, code offset) of every extension in [0, B)^gap with no symbol after
+        an end mark, the all-end one first."""
+        import numpy as np
+
+        base = self.alphabet.base
+        prev, cut = (0, *self.cuts)[level], self.cuts[level]
+        grid = np.indices((base,) * (cut - prev)).reshape(cut - prev, -1).T[:, ::-1]
+        ended = np.cumsum(grid == 0, axis=1) > 0
+        grid = np.ascontiguousarray(grid[~np.any(ended & (grid != 0), axis=1)])
+        return grid, grid @ (base ** np.arange(prev, cut, dtype=np.int64))
+
+    def variance_terms(self) -> tuple[float, float, float]:
+        """(p, q*, family): Var[C] = c p(1-p) + (n-c) q*(1-q*) + family * sum c'^2."""
+        p, q = self.keep / WORD, 1 / self.g
+        q0 = (1 - p) / (self.g - 1)
+        return p, q, (p - q0) ** 2 * q * (1 - q) / self.seeds
+
+    def count_sd(self, c: float, n_level: int, squares: float) -> float:
+        """Standard deviation of c_hat for a prefix held by c of a level's n_l reports,
+        the other values' counts squared summing to ``squares``."""
+        p, q, family = self.variance_terms()
+        var = c * p * (1 - p) + (n_level - c) * q * (1 - q) + family * squares
+        return math.sqrt(max(var, 0.0)) / (p - q)
+
+    def discover(
+        self,
+        tallies: Any,
+        confidence: float = 0.95,
+        power: float = 0.95,
+        survivors: int | tuple[int, ...] = SURVIVORS,
+        top: int = 0,
+    ) -> Discovery:
+        """The strings above the detection cut (``confident``), at least the ``top`` best
+        candidates, each with its share, interval; and the detection threshold."""
+        import numpy as np
+
+        table = np.asarray(tallies, dtype=np.int64)
+        if table.shape != (self.num_counters,):
+            raise ValueError(f"tally vector has shape {table.shape}, need ({self.num_counters},)")
+        blocks = table.reshape(len(self.cuts), self.seeds, self.g)
+        level_n = tuple(int(x) for x in blocks.sum(axis=(1, 2)))
+        n = sum(level_n)
+        kept = np.zeros(1, dtype=np.int64)
+        cuts: list[float] = []  # the share a prefix needed to go on, per level
+        squares: list[float] = []  # the sum of c^2 of the level's values, estimated
+        candidates: list[int] = []
+        p, q, _ = self.variance_terms()
+        for level, prev in enumerate((0, *self.cuts[:-1])):
+            nl = level_n[level]
+            if nl == 0 or len(kept) == 0:
+                return Discovery((), n, 1.0, power, confidence, level_n, tuple(candidates))
+            extensions, offset = self._extensions(level)
+            counts = self._extension_counts(level, blocks[level], kept, extensions)
+            live = np.ones(counts.shape, dtype=bool)
+            if prev:  # an ended prefix extends by end marks only (offset 0 comes first)
+                live[kept // self.alphabet.base ** (prev - 1) == 0, 1:] = False
+            codes = (kept[:, None] + offset[None, :])[live]
+            est = (counts[live] - nl * q) / (p - q)
+            candidates.append(len(codes))
+            order = np.argsort(est)[::-1]
+            limit = survivors if isinstance(survivors, int) else survivors[
+                min(level, len(survivors) - 1)]
+            best = np.clip(est[order[:limit]], 0, None)
+            # Values outside the top each hold at most the last top count, so their
+            # squares sum to at most (n_l - top mass) * that count.
+            squares.append(float((best**2).sum() + max(nl - best.sum(), 0) * best[-1]))
+            sd_null = self.count_sd(0.0, nl, squares[-1])
+            if level < len(self.cuts) - 1:
+                order = order[:limit][best > SURVIVOR_FLOOR * sd_null]
+                kept = codes[order]
+                cuts.append(float(est[order[-1]]) / nl if len(order) else 1.0)
+        z_find = NormalDist().inv_cdf(1 - FALSE_DISCOVERIES / max(len(est), 1))
+        cuts.append(z_find * sd_null / nl)
+        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        shortlist = order[: max(3 * top, 60, int((est > z_find * sd_null).sum()))]
+        pooled = self._pooled(blocks, level_n, squares, codes[shortlist], est[shortlist] / nl)
+        found = []
+        for rank, k in enumerate(np.argsort(-pooled[:, 0], kind="stable")):
+            confident = bool(est[shortlist[k]] > z_find * sd_null)
+            if not confident and rank >= top:
+                continue
+            share, se = (float(x) for x in pooled[k])
+            found.append(Discovered(self.text(int(codes[shortlist[k]])), share, se,
+                                    share - z * se, share + z * se, share * n, confident))
+        threshold = self._threshold(level_n, cuts, squares, power)
+        return Discovery(tuple(found), n, threshold, power, confidence, level_n,
+                         tuple(candidates))
+
+    def _pooled(
+        self, blocks: Any, level_n: tuple[int, ...], squares: list[float], codes: Any,
+        shares: Any,
+    ) -> npt.NDArray[np.float64]:
+        """(share, stderr) of each string, pooled over every level that sees it whole.
+
+        A string shorter than a level's cut is its own prefix there (an end mark
+        follows it), so that level's reports, a disjoint random sample, estimate
+        it too.  Inverse-variance weights w_l (variances at the last level's share
+        f) and, the levels partitioning the n reports,
+        Var = sum_l w_l^2 (v_l + f(1-f)/n_l) - f(1-f)/n  (v_l the channel's).
+        """
+        import numpy as np
+
+        n = sum(level_n)
+        p, q, _ = self.variance_terms()
+        digits = (codes[:, None] // self.alphabet.base ** np.arange(self.alphabet.max_length)) % (
+            self.alphabet.base
+        )
+        lengths = (digits != 0).sum(axis=1)
+        last = len(self.cuts) - 1
+        f = np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0)
+        seeds = np.tile(np.arange(self.seeds), len(codes))
+        each = np.repeat(codes, self.seeds)
+        estimates, channel, sampling, seen = [], [], [], []
+        for level, cut in enumerate(self.cuts):
+            nl = level_n[level]
+            sees = (lengths < cut) | (level == last)
+            if level == last:
+                estimates.append(np.asarray(shares, dtype=np.float64))
+            else:
+                hashed = self._hashes(level, seeds, each)
+                support = blocks[level][seeds, hashed].reshape(len(codes), self.seeds).sum(axis=1)
+                estimates.append((support - nl * q) / (p - q) / max(nl, 1))
+            var = np.array([self.count_sd(x * nl, nl, squares[level]) / max(nl, 1) for x in f])
+            channel.append(var**2)
+            sampling.append(f * (1 - f) / max(nl, 1))
+            seen.append(sees & (nl > 0))
+        v, s2, e = np.array(channel), np.array(sampling), np.array(estimates)
+        weights = np.where(np.array(seen), 1 / np.maximum(v + s2, 1e-300), 0.0)
+        weights /= weights.sum(axis=0)
+        chan = (weights**2 * v).sum(axis=0)
+        var = (weights**2 * (v + s2)).sum(axis=0) - f * (1 - f) / n
+        pooled = (weights * e).sum(axis=0)
+        return np.stack([pooled, np.sqrt(np.maximum(var, chan))], axis=1)
+
+    def _threshold(
+        self, level_n: tuple[int, ...], cuts: list[float], squares: list[float], power: float
+    ) -> float:
+        """Least share f found with probability >= power: at every level the estimate
+        of a prefix of share f clears that level's cut (normal approximation)."""
+        normal = NormalDist()
+
+        def found(f: float) -> float:
+            prob = 1.0
+            for nl, cut, sq in zip(level_n, cuts, squares, strict=True):
+                sd = self.count_sd(f * nl, nl, sq) / nl
+                prob *= normal.cdf((f - cut) / sd) if sd > 0 else float(f > cut)
+            return prob
+
+        lo, hi = 0.0, 1.0
+        if found(hi) < power:
+            return 1.0
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if found(mid) < power else (lo, mid)
+        return hi
+
+
+MECHANISMS: tuple[type[Mechanism], ...] = (PrefixOLH,)
