@@ -41,8 +41,19 @@ class ReadBound:
     max_page: int = 1000
 
     def fits(self, counters: int, epochs: int) -> bool:
-        """Whether a window of ``epochs`` epochs with data can be read at once."""
-        return counters * epochs <= self.max_counters
+        """Whether a window of ``epochs`` epochs with data can be read at once.
+
+        One epoch always fits, like one series page: a metric wider than the bound
+        (a string metric's 325,632 counters) is still answered, one epoch per request,
+        and its width is bounded by the spec's own caps
+        (``ldp_core.metric.MAX_COUNTER_EPOCHS``).
+
+        >>> ReadBound(max_counters=1000).fits(counters=5000, epochs=1)
+        True
+        >>> ReadBound(max_counters=1000).fits(counters=5000, epochs=2)
+        False
+        """
+        return epochs <= 1 or counters * epochs <= self.max_counters
 
     def most_epochs(self, counters: int) -> int:
         """The most epochs with data one request reads (at least one)."""
