@@ -28,7 +28,7 @@ depend on, with n = T x 1000 fixed):
 False-positive rate.  The coverage count of R replications of an honest 95%
 interval is Bin(R, 0.95).  With R = 100,000 the chance that it falls outside
 [94%, 96%] (or [94%, 97%]) is 2e-45, computed in
-``test_replications_give_the_stated_false_positive_rate``; over the 36 cells
+``test_replications_give_the_stated_false_positive_rate``; over the 42 cells
 below the file errs with probability < 1e-40.  The bands are not tuned to the
 simulation: the normal interval's true coverage is not exactly 95%, and the
 lowest measured (2,000,000 replications) is 94.62% for GRR's rare value
@@ -98,7 +98,8 @@ def _freq(name: str, d: int, u: int, levels: int = 2) -> Case:
 
 
 def cases() -> list[Case]:
-    out = [_freq(name, d, u) for name, d in (("grr", 4), ("sue", 16), ("oue", 16), ("olh", 16))
+    out = [_freq(name, d, u) for name, d in (("grr", 4), ("sue", 16), ("oue", 16), ("olh", 16),
+                                             ("hadamard", 16))
            for u in (0, 3)]
     out.append(Case("binary_rr", longitudinal("binary_rr", epsilon=EPS, epsilon_inf=EPS_INF),
                     ((300, 1.0), (700, 0.0)), 1))
@@ -196,7 +197,7 @@ def false_failure(replications: int, lo: float, hi: float, p: float = 0.95) -> f
 
 def test_replications_give_the_stated_false_positive_rate() -> None:
     cells = len(CASES) * len(WINDOWS)
-    assert cells == 36
+    assert cells == 42
     assert cells * false_failure(REPLICATIONS, 0.94, 0.96) < 1e-40
     assert cells * false_failure(REPLICATIONS, 0.94, 0.97) < 1e-40
     # 1000 replications would not do: an honest interval fails [94%, 97%] 7% of the time.
