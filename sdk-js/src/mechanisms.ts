@@ -52,10 +52,17 @@ export interface TwoLevelMechanism extends Mechanism {
   readonly epsilonInf: number;
   permanent(value: number, secret: Uint8Array, context: string): Report;
   instant(permanent: Report, rng: Rng): Report;
+  /**
+   * What the permanent response is a function of besides (secret, context), the
+   * lifetime ledger's key (Python ``memo_key``): the value itself, or for the
+   * memoised Piecewise mean the grid point the device rounds it to (an integer).
+   */
+  memoKey(value: number, secret: Uint8Array, context: string): { key: number; numeric: boolean };
 }
 
 const WORD = 2 ** 32;
 const LABEL = utf8("ldp-telemetry/permanent/v2");
+const OFFSET_LABEL = utf8("ldp-telemetry/offset/v1");
 
 /** HMAC-SHA256(secret, LABEL | 0 | context | 0 | "i:<int>" or "f:<float.hex()>"). */
 export function permanentSeed(secret: Uint8Array, context: string, value: number, numeric: boolean): Uint8Array {
@@ -64,17 +71,25 @@ export function permanentSeed(secret: Uint8Array, context: string, value: number
   return hmacSha256(secret, LABEL, Uint8Array.of(0), utf8(context), Uint8Array.of(0), utf8(text));
 }
 
+/** HMAC-SHA256(secret, OFFSET_LABEL | 0 | context): the seed of a device's rounding offset. */
+export function offsetSeed(secret: Uint8Array, context: string): Uint8Array {
+  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+  return hmacSha256(secret, OFFSET_LABEL, Uint8Array.of(0), utf8(context));
+}
+
 function int(params: Record<string, unknown>, key: string, what: string): number {
+  // Below 2**53 only: JSON.parse rounds a larger integer, and a rounded threshold is
+  // another channel (a Piecewise spec above eps ~ 14.5 is refused here).
   const v = params[key];
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 2 ** 53) {
-    throw new Error(`spec params of ${what} need an integer ${key}, got ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new Error(`${what} needs an integer ${key} < 2**53, got ${v}`);
   }
   return v;
 }
 
 function num(params: Record<string, unknown>, key: string, what: string): number {
   const v = params[key];
-  if (typeof v !== "number" || !Number.isFinite(v)) throw new Error(`spec params of ${what} need a number ${key}, got ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v)) throw new Error(`${what} needs a number ${key}, got ${v}`);
   return v;
 }
 
@@ -113,12 +128,43 @@ export function base64url(bytes: Uint8Array): string {
 interface Family {
   perturb(value: number, rng: Rng): Report;
   encode(report: Report): string;
-  /** ``_instant`` of the two-level form with instantaneous threshold ``keep``. */
-  instant(permanent: Report, keep: number, rng: Rng): Report;
+  /** ``_instant`` of the two-level form with instantaneous threshold ``keep`` (if it has one). */
+  instant?(permanent: Report, keep: number, rng: Rng): Report;
 }
 
 function intEncode(report: Report): string {
   return String(report as number);
+}
+
+/** (j, T): grid point j, and j + 1 instead iff a 32-bit word < T (Python ``_grid.round_input``). */
+export function roundInput(x: number, lo: number, hi: number, k: number): [number, number] {
+  const s = ((x - lo) / (hi - lo)) * k;  // the same IEEE operations as Python (x in [lo, hi])
+  const j = Math.min(Math.floor(s), k);
+  return [j, j < k ? Math.ceil((s - j) * WORD) : 0];
+}
+
+/** A grid Piecewise channel: k + 1 grid points, M = k + block cells, weights a (block) > b. */
+interface Grid { k: number; block: number; a: bigint; b: bigint; total: bigint }
+
+function grid(name: string, p: Record<string, unknown>, pre: string): Grid {
+  const at = (key: string) => int(p, pre + key, name);
+  const k = at("grid"), block = at("block"), a = BigInt(at("a")), b = BigInt(at("b"));
+  return { k, block, a, b, total: BigInt(block) * a + BigInt(k) * b };
+}
+
+/** The cell for grid point j and u uniform in [0, D) (Python ``PiecewiseMean.cell_of``). */
+export function cellOf(g: Grid, j: number, u: bigint): number {
+  const inside = BigInt(g.block) * g.a;
+  if (u < inside) return j + Number(u / g.a);
+  const w = Number((u - inside) / g.b);
+  return w < j ? w : w + g.block;
+}
+
+/** One-level grid Piecewise (Python ``PiecewiseMean._perturb``): rounding word, then u. */
+function piecewise(g: Grid, x: number, lo: number, hi: number, rng: Rng): number {
+  const [j, up] = roundInput(x, lo, hi, g.k);
+  const point = j + (rng.getrandbits(32) < up ? 1 : 0);
+  return cellOf(g, point, rng.below(g.total));
 }
 
 /** Reads a family's thresholds from params under ``prefix`` ("" or "permanent_"). */
@@ -199,6 +245,21 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
         encode: intEncode, instant: flipBit,
       };
     }
+    case "piecewise": {
+      const g = grid(name, p, pre);
+      return { perturb: (x, rng) => piecewise(g, x, lo, hi, rng), encode: intEncode };
+    }
+    case "hybrid": {
+      // Piecewise cells 0..M-1 iff a word < mix, else the 1BitMean bit as cell M or M + 1.
+      const g = grid(name, p, pre), mix = at("mix"), one = at("one"), zero = at("zero");
+      return {
+        perturb: (x, rng) => {
+          if (rng.getrandbits(32) < mix) return piecewise(g, x, lo, hi, rng);
+          return g.k + g.block + (rng.getrandbits(32) < meanLimit(x, lo, hi, zero, one) ? 1 : 0);
+        },
+        encode: intEncode,
+      };
+    }
     case "hadamard": {
       const keep = at("keep");
       const bits = bitLength(d);
@@ -272,14 +333,16 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
   if (numeric && !(lo < hi)) throw new Error(`numeric spec ${spec.name} needs lo < hi`);
   const epsilon = num(p, "epsilon", name);
   if (p.levels === 2 && name === "olh") return memoisedOlh(p, d, epsilon, numeric);
+  if (p.levels === 2 && name === "piecewise") return memoisedPiecewise(p, epsilon, lo, hi);
   if (p.levels === 2) {
     const fam = family(name, p, "permanent_", d, lo, hi);
+    if (!fam.instant) throw new Error(`no two-level ${name}`);
     const keep = int(p, "instantaneous_threshold", name);
     return {
       name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
-      perturb: fam.perturb, encode: fam.encode,
+      perturb: fam.perturb, encode: fam.encode, memoKey: (v) => ({ key: v, numeric }),
       permanent: (v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric))),
-      instant: (perm, rng) => fam.instant(perm, keep, rng),
+      instant: (perm, rng) => fam.instant!(perm, keep, rng),
     };
   }
   const fam = family(name, p, "", d, lo, hi);
@@ -301,7 +364,7 @@ function memoisedOlh(p: Record<string, unknown>, d: number, epsilon: number, num
   const perturb = (v: number, rng: Rng): Report => grrStep(v, permanentKeep, d, rng);
   return {
     name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
-    perturb,
+    perturb, memoKey: (v) => ({ key: v, numeric }),
     // A permanent response is an index, a report a [seed, bucket] pair.
     encode: (r) => {
       if (typeof r === "number") return String(r);
@@ -312,6 +375,40 @@ function memoisedOlh(p: Record<string, unknown>, d: number, epsilon: number, num
     instant: (perm, rng) => {
       const seed = rng.randrange(seeds);
       return [seed, grrStep(olhHash(g, length, seed, perm as number), keep, g, rng)] as const;
+    },
+  };
+}
+
+/**
+ * The memoised Piecewise mean (Python ``LongitudinalPiecewise``): alpha-point rounding
+ * with the device's offset (a 32-bit word from HMAC_DRBG(``offsetSeed``)), the
+ * permanent cell of that grid point at eps_inf (one DRBG ``randrange`` over D),
+ * then each report keeps it iff a word < ``instantaneous_threshold``, else a cell
+ * uniform over all M (both draws every time).
+ */
+function memoisedPiecewise(p: Record<string, unknown>, epsilon: number, lo: number, hi: number): TwoLevelMechanism {
+  const name = "piecewise";
+  const g = grid(name, p, "permanent_");
+  const keep = int(p, "instantaneous_threshold", name);
+  const cells = g.k + g.block;
+  const point = (x: number, secret: Uint8Array, context: string): number => {
+    const [j, up] = roundInput(x, lo, hi, g.k);
+    return j + (new DrbgRng(offsetSeed(secret, context)).getrandbits(32) < up ? 1 : 0);
+  };
+  return {
+    name, levels: 2, epsilon, numeric: true, epsilonInf: num(p, "epsilon_inf", name),
+    // The permanent level's law for a fresh device (offset uniform): one-level Piecewise.
+    perturb: (x, rng) => piecewise(g, x, lo, hi, rng),
+    encode: intEncode,
+    memoKey: (x, secret, context) => ({ key: point(x, secret, context), numeric: false }),
+    permanent: (x, secret, context) => {
+      const j = point(x, secret, context);
+      return cellOf(g, j, new DrbgRng(permanentSeed(secret, context, j, false)).below(g.total));
+    },
+    instant: (perm, rng) => {
+      const kept = rng.getrandbits(32) < keep;
+      const other = rng.randrange(cells);
+      return kept ? perm : other;
     },
   };
 }

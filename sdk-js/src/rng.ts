@@ -19,6 +19,8 @@ export interface Rng {
   randrange(n: number): number;
   /** ``count`` uniform 32-bit words (Python ``uniform_words``). */
   words(count: number): Uint32Array;
+  /** A uniform integer in [0, n) for any n >= 1n (Python ``randrange`` on big ints). */
+  below(n: bigint): bigint;
 }
 
 /** Number of bits of a positive integer n (Python ``int.bit_length``). */
@@ -30,6 +32,11 @@ export function bitLength(n: number): number {
 
 function checkBits(k: number): void {
   if (!Number.isInteger(k) || k < 0 || k > 48) throw new RangeError(`getrandbits needs 0 <= k <= 48, got ${k}`);
+}
+
+/** Number of bits of a positive bigint. */
+function bigBits(n: bigint): number {
+  return n.toString(2).length;
 }
 
 function rejection(rng: Rng, n: number): number {
@@ -73,6 +80,17 @@ export class SystemRng implements Rng {
 
   randrange(n: number): number {
     return rejection(this, n);
+  }
+
+  /** Rejection on bitLength(n) bits, as Python's ``SystemRandom.randrange``. */
+  below(n: bigint): bigint {
+    const bits = bigBits(n), count = Math.ceil(bits / 32);
+    for (;;) {
+      let r = 0n;
+      for (let i = 0; i < count; i++) r = (r << 32n) | BigInt(this.word());
+      r >>= BigInt(32 * count - bits);
+      if (r < n) return r;
+    }
   }
 
   words(count: number): Uint32Array {
@@ -143,13 +161,18 @@ export class DrbgRng implements Rng {
    */
   randrange(n: number): number {
     if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
-    const bits = bitLength(n) + 64;
+    return Number(this.below(BigInt(n)));
+  }
+
+  /** ``randrange`` for any n (the Piecewise draw over D up to 2**62 and beyond). */
+  below(n: bigint): bigint {
+    const bits = bigBits(n) + 64;
     const nbytes = (bits + 7) >> 3;
     const raw = this.drbg.generate(nbytes);
     let x = 0n;
     for (let i = nbytes - 1; i >= 0; i--) x = (x << 8n) | BigInt(raw[i]);
     x >>= BigInt(8 * nbytes - bits);
-    return Number((x * BigInt(n)) >> BigInt(bits));
+    return (x * n) >> BigInt(bits);
   }
 
   words(count: number): Uint32Array {
