@@ -122,6 +122,22 @@ def mechanism_cases() -> list[dict[str, Any]]:
     return cases
 
 
+#: (spec name, value): the numeric forms whose exact output law the Node channel test
+#: checks 10^6 reports against (values off the grid, so the rounding is exercised).
+CHANNELS = (("n.piecewise.1.0.0.0", 30.7), ("n.piecewise.1.0.0.1", 90.3), ("n.hybrid.1.0.0.0", 17.2))
+
+
+def channel_cases() -> list[dict[str, Any]]:
+    """P[cell | value] from the core's exact channel (``output_distribution``)."""
+    by_name = {raw["name"]: raw for raw in specs()}
+    out = []
+    for name, value in CHANNELS:
+        m = MetricSpec.from_json(by_name[name]).build()
+        probs = [float(x) for x in m.output_distribution(value)]  # type: ignore[attr-defined]
+        out.append({"name": name, "value": value, "probs": probs})
+    return out
+
+
 def drbg_cases() -> dict[str, Any]:
     entropy = bytes.fromhex("ca851911349384bffe89de1cbdc46e6831e44d34a4fb935ee285dd14b71a7488")
     nonce = bytes.fromhex("659ba96c601dc69fc902940805ec0ca8")
@@ -192,6 +208,7 @@ def main() -> None:
     batch = batch_json(*(list(c) for c in zip(*rows, strict=True)))
     vectors = {
         "mechanisms": mechanism_cases(),
+        "channels": channel_cases(),
         "drbg": drbg_cases(),
         "float_repr": [[x, repr(x), x.hex()] for x in floats],
         "tokens": tokens,
