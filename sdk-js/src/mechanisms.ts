@@ -64,16 +64,20 @@ const WORD = 2 ** 32;
 const LABEL = utf8("ldp-telemetry/permanent/v2");
 const OFFSET_LABEL = utf8("ldp-telemetry/offset/v1");
 
+function checkSecret(secret: Uint8Array): void {
+  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+}
+
 /** HMAC-SHA256(secret, LABEL | 0 | context | 0 | "i:<int>" or "f:<float.hex()>"). */
 export function permanentSeed(secret: Uint8Array, context: string, value: number, numeric: boolean): Uint8Array {
-  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+  checkSecret(secret);
   const text = numeric ? `f:${pyFloatHex(value)}` : `i:${value}`;
   return hmacSha256(secret, LABEL, Uint8Array.of(0), utf8(context), Uint8Array.of(0), utf8(text));
 }
 
 /** HMAC-SHA256(secret, OFFSET_LABEL | 0 | context): the seed of a device's rounding offset. */
 export function offsetSeed(secret: Uint8Array, context: string): Uint8Array {
-  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+  checkSecret(secret);
   return hmacSha256(secret, OFFSET_LABEL, Uint8Array.of(0), utf8(context));
 }
 
@@ -130,6 +134,9 @@ interface Family {
   encode(report: Report): string;
   /** ``_instant`` of the two-level form with instantaneous threshold ``keep`` (if it has one). */
   instant?(permanent: Report, keep: number, rng: Rng): Report;
+  /** A permanent level that is not ``perturb`` fed the DRBG of the value (and its key). */
+  permanent?: TwoLevelMechanism["permanent"];
+  memoKey?: TwoLevelMechanism["memoKey"];
 }
 
 function intEncode(report: Report): string {
@@ -246,8 +253,29 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
       };
     }
     case "piecewise": {
-      const g = grid(name, p, pre);
-      return { perturb: (x, rng) => piecewise(g, x, lo, hi, rng), encode: intEncode };
+      // Two levels (Python ``LongitudinalPiecewise``): alpha-point rounding with the
+      // device's offset (a word from HMAC_DRBG(offsetSeed)), the permanent cell of that
+      // grid point (one DRBG draw over D), then keep it iff a word < keep, else a cell
+      // uniform over all M (both draws every time).  ``perturb`` is the permanent
+      // level's law for a fresh device (offset uniform): one-level Piecewise.
+      const g = grid(name, p, pre), cells = g.k + g.block;
+      const point = (x: number, secret: Uint8Array, context: string): number => {
+        const [j, up] = roundInput(x, lo, hi, g.k);
+        return j + (new DrbgRng(offsetSeed(secret, context)).getrandbits(32) < up ? 1 : 0);
+      };
+      return {
+        perturb: (x, rng) => piecewise(g, x, lo, hi, rng), encode: intEncode,
+        instant: (perm, k, rng) => {
+          const kept = rng.getrandbits(32) < k;
+          const other = rng.randrange(cells);
+          return kept ? perm : other;
+        },
+        memoKey: (x, secret, context) => ({ key: point(x, secret, context), numeric: false }),
+        permanent: (x, secret, context) => {
+          const j = point(x, secret, context);
+          return cellOf(g, j, new DrbgRng(permanentSeed(secret, context, j, false)).below(g.total));
+        },
+      };
     }
     case "hybrid": {
       // Piecewise cells 0..M-1 iff a word < mix, else the 1BitMean bit as cell M or M + 1.
@@ -289,7 +317,7 @@ export function olhHash(g: number, length: number, seed: number, value: number):
   // The projective point a_seed: zeros, a leading 1, then base-g digits.
   let rest = seed, lead = 0, block = g ** (length - 1);
   while (rest >= block && lead < length) { rest -= block; lead++; block /= g; }
-  if (lead >= length) throw new RangeError(`seed ${seed} is beyond the family of g=${g}, L=${length}`);
+  if (lead >= length) throw new RangeError(`seed ${seed} beyond the OLH family`);
   const a = new Array<number>(length).fill(0);
   a[lead] = 1;
   for (let i = length - 1; i > lead; i--) { a[i] = rest % g; rest = Math.floor(rest / g); }
@@ -333,15 +361,15 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
   if (numeric && !(lo < hi)) throw new Error(`numeric spec ${spec.name} needs lo < hi`);
   const epsilon = num(p, "epsilon", name);
   if (p.levels === 2 && name === "olh") return memoisedOlh(p, d, epsilon, numeric);
-  if (p.levels === 2 && name === "piecewise") return memoisedPiecewise(p, epsilon, lo, hi);
   if (p.levels === 2) {
     const fam = family(name, p, "permanent_", d, lo, hi);
     if (!fam.instant) throw new Error(`no two-level ${name}`);
     const keep = int(p, "instantaneous_threshold", name);
     return {
       name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
-      perturb: fam.perturb, encode: fam.encode, memoKey: (v) => ({ key: v, numeric }),
-      permanent: (v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric))),
+      perturb: fam.perturb, encode: fam.encode,
+      memoKey: fam.memoKey ?? ((v) => ({ key: v, numeric })),
+      permanent: fam.permanent ?? ((v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric)))),
       instant: (perm, rng) => fam.instant!(perm, keep, rng),
     };
   }
@@ -375,40 +403,6 @@ function memoisedOlh(p: Record<string, unknown>, d: number, epsilon: number, num
     instant: (perm, rng) => {
       const seed = rng.randrange(seeds);
       return [seed, grrStep(olhHash(g, length, seed, perm as number), keep, g, rng)] as const;
-    },
-  };
-}
-
-/**
- * The memoised Piecewise mean (Python ``LongitudinalPiecewise``): alpha-point rounding
- * with the device's offset (a 32-bit word from HMAC_DRBG(``offsetSeed``)), the
- * permanent cell of that grid point at eps_inf (one DRBG ``randrange`` over D),
- * then each report keeps it iff a word < ``instantaneous_threshold``, else a cell
- * uniform over all M (both draws every time).
- */
-function memoisedPiecewise(p: Record<string, unknown>, epsilon: number, lo: number, hi: number): TwoLevelMechanism {
-  const name = "piecewise";
-  const g = grid(name, p, "permanent_");
-  const keep = int(p, "instantaneous_threshold", name);
-  const cells = g.k + g.block;
-  const point = (x: number, secret: Uint8Array, context: string): number => {
-    const [j, up] = roundInput(x, lo, hi, g.k);
-    return j + (new DrbgRng(offsetSeed(secret, context)).getrandbits(32) < up ? 1 : 0);
-  };
-  return {
-    name, levels: 2, epsilon, numeric: true, epsilonInf: num(p, "epsilon_inf", name),
-    // The permanent level's law for a fresh device (offset uniform): one-level Piecewise.
-    perturb: (x, rng) => piecewise(g, x, lo, hi, rng),
-    encode: intEncode,
-    memoKey: (x, secret, context) => ({ key: point(x, secret, context), numeric: false }),
-    permanent: (x, secret, context) => {
-      const j = point(x, secret, context);
-      return cellOf(g, j, new DrbgRng(permanentSeed(secret, context, j, false)).below(g.total));
-    },
-    instant: (perm, rng) => {
-      const kept = rng.getrandbits(32) < keep;
-      const other = rng.randrange(cells);
-      return kept ? perm : other;
     },
   };
 }

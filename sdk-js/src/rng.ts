@@ -39,8 +39,12 @@ function bigBits(n: bigint): number {
   return n.toString(2).length;
 }
 
-function rejection(rng: Rng, n: number): number {
+function checkRange(n: number): void {
   if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
+}
+
+function rejection(rng: Rng, n: number): number {
+  checkRange(n);
   const bits = bitLength(n);
   for (;;) {
     const r = rng.getrandbits(bits);
@@ -160,7 +164,7 @@ export class DrbgRng implements Rng {
    * permanent level's work does not depend on the value; within 2**-64 of uniform).
    */
   randrange(n: number): number {
-    if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
+    checkRange(n);
     return Number(this.below(BigInt(n)));
   }
 
