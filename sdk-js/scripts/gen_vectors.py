@@ -8,7 +8,8 @@ byte: resolved params (thresholds, p*, q*, epsilons), fingerprints and memo
 contexts, one-level reports for fixed HMAC_DRBG randomness (every family,
 including OLH hashes, Hadamard outputs and the grid Piecewise / Hybrid cells),
 permanent responses for fixed secrets and contexts (the memoised Piecewise
-mean's alpha-point grid point and its device offsets), instantaneous draws, HMAC_DRBG outputs (NIST CAVP),
+mean's alpha-point grid point and its device offsets), instantaneous draws, the
+exact P[cell | value] of the numeric grid forms, HMAC_DRBG outputs (NIST CAVP),
 device tokens, ledger value keys, Python float formatting, batch JSON bytes, and
 blind RSA tokens (RFC 9474 A.3 as published, tokens of our units for fixed
 nonce, salt and inverse, SHA-384 at its padding boundaries).
@@ -124,7 +125,8 @@ def mechanism_cases() -> list[dict[str, Any]]:
 
 #: (spec name, value): the numeric forms whose exact output law the Node channel test
 #: checks 10^6 reports against (values off the grid, so the rounding is exercised).
-CHANNELS = (("n.piecewise.1.0.0.0", 30.7), ("n.piecewise.1.0.0.1", 90.3), ("n.hybrid.1.0.0.0", 17.2))
+CHANNELS = (("n.piecewise.1.0.0.0", 30.7), ("n.piecewise.1.0.0.1", 90.3),
+            ("n.hybrid.1.0.0.0", 17.2))
 
 
 def channel_cases() -> list[dict[str, Any]]:
@@ -209,6 +211,10 @@ def main() -> None:
     vectors = {
         "mechanisms": mechanism_cases(),
         "channels": channel_cases(),
+        # Weights of 2**53 and more (eps_inf 20): JSON.parse rounds them, so JS refuses.
+        "unsafe_specs": [MetricSpec.from_json(
+            {"name": "n.piecewise.wide", "kind": "numeric", "lo": 0, "hi": 1, "epsilon": 8.0,
+             "mechanism": "piecewise", "longitudinal": {"epsilon_inf": 20.0}}).to_json()],
         "drbg": drbg_cases(),
         "float_repr": [[x, repr(x), x.hex()] for x in floats],
         "tokens": tokens,

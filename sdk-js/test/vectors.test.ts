@@ -55,6 +55,13 @@ test("device tokens, permanent seeds and batch JSON bytes", () => {
   assert.equal(batchJson(rows), V.batch.json);
 });
 
+test("a spec whose integers JSON.parse cannot hold exactly is refused", () => {
+  for (const spec of V.unsafe_specs as Spec[]) {
+    assert.ok((spec.params.permanent_a as number) > 2 ** 53);
+    assert.throws(() => buildMechanism(spec), /permanent_a < 2\*\*53/);
+  }
+});
+
 test("every mechanism: params, fingerprints, contexts, reports for fixed randomness", () => {
   const cases = V.mechanisms as Case[];
   const seen = new Set<string>();
