@@ -13,6 +13,7 @@
 import { bitLength, DrbgRng, type Rng } from "./rng.js";
 import { hmacSha256, utf8 } from "./sha256.js";
 import { pyFloatHex } from "./pyjson.js";
+import { b64url } from "./tokens.js";
 
 /** A randomised report: an index, an OLH (seed, bucket), or a packed unary bit vector. */
 export type Report = number | readonly [number, number] | Uint8Array;
@@ -109,24 +110,8 @@ function parity(x: number): number {
   return x & 1;
 }
 
-const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/** base64url without padding. */
-export function base64url(bytes: Uint8Array): string {
-  let out = "";
-  let i = 0;
-  for (; i + 2 < bytes.length; i += 3) {
-    const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-    out += B64[n >>> 18] + B64[(n >>> 12) & 63] + B64[(n >>> 6) & 63] + B64[n & 63];
-  }
-  const rest = bytes.length - i;
-  if (rest === 1) out += B64[bytes[i] >>> 2] + B64[(bytes[i] & 3) << 4];
-  if (rest === 2) {
-    const n = (bytes[i] << 8) | bytes[i + 1];
-    out += B64[n >>> 10] + B64[(n >>> 4) & 63] + B64[(n & 15) << 2];
-  }
-  return out;
-}
+/** base64url without padding (the unary encodings' payload). */
+export const base64url = b64url;
 
 /** A one-level family: the randomiser, the encoding, the two-level instantaneous step. */
 interface Family {

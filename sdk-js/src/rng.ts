@@ -148,14 +148,18 @@ export class DrbgRng implements Rng {
     this.drbg = new HmacDrbg(seed);
   }
 
-  getrandbits(k: number): number {
-    checkBits(k);
-    if (k === 0) return 0;
+  /** X on k >= 1 bits from one generate call: the little-endian bytes, top bits kept. */
+  private bits(k: number): bigint {
     const nbytes = (k + 7) >> 3;
     const raw = this.drbg.generate(nbytes);
-    let value = 0;
-    for (let i = nbytes - 1; i >= 0; i--) value = value * 256 + raw[i];
-    return Math.floor(value / 2 ** (8 * nbytes - k));
+    let x = 0n;
+    for (let i = nbytes - 1; i >= 0; i--) x = (x << 8n) | BigInt(raw[i]);
+    return x >> BigInt(8 * nbytes - k);
+  }
+
+  getrandbits(k: number): number {
+    checkBits(k);
+    return k ? Number(this.bits(k)) : 0;
   }
 
   /**
@@ -170,13 +174,8 @@ export class DrbgRng implements Rng {
 
   /** ``randrange`` for any n (the Piecewise draw over D up to 2**62 and beyond). */
   below(n: bigint): bigint {
-    const bits = bigBits(n) + 64;
-    const nbytes = (bits + 7) >> 3;
-    const raw = this.drbg.generate(nbytes);
-    let x = 0n;
-    for (let i = nbytes - 1; i >= 0; i--) x = (x << 8n) | BigInt(raw[i]);
-    x >>= BigInt(8 * nbytes - bits);
-    return (x * n) >> BigInt(bits);
+    const k = bigBits(n) + 64;
+    return (this.bits(k) * n) >> BigInt(k);
   }
 
   words(count: number): Uint32Array {
