@@ -71,12 +71,14 @@ def specs() -> list[dict[str, Any]]:
                         spec["longitudinal"] = {"epsilon_inf": inf}
                     out.append(spec)
     # The Piecewise draw over D > 2**53 (BigInt in JS), and hybrid's two pure ends.
-    for name, eps, inf in (("n.piecewise.10", 10.0, None), ("n.piecewise.4.14", 4.0, 14.0),
-                           ("n.hybrid.0.2", 0.2, None), ("n.hybrid.9", 9.0, None)):
+    wide: tuple[tuple[str, float, float | None], ...] = (
+        ("n.piecewise.10", 10.0, None), ("n.piecewise.4.14", 4.0, 14.0),
+        ("n.hybrid.0.2", 0.2, None), ("n.hybrid.9", 9.0, None))
+    for name, eps, eps_inf in wide:
         spec = {"name": name, "kind": "numeric", "lo": -1, "hi": 1, "epsilon": eps,
                 "mechanism": name.split(".")[1]}
-        if inf is not None:
-            spec["longitudinal"] = {"epsilon_inf": inf}
+        if eps_inf is not None:
+            spec["longitudinal"] = {"epsilon_inf": eps_inf}
         out.append(spec)
     return out
 
@@ -135,7 +137,7 @@ def channel_cases() -> list[dict[str, Any]]:
     out = []
     for name, value in CHANNELS:
         m = MetricSpec.from_json(by_name[name]).build()
-        probs = [float(x) for x in m.output_distribution(value)]  # type: ignore[attr-defined]
+        probs = [float(x) for x in m.output_distribution(value)]  # type: ignore[arg-type]
         out.append({"name": name, "value": value, "probs": probs})
     return out
 
