@@ -138,8 +138,7 @@ export function roundInput(x: number, lo: number, hi: number, k: number): [numbe
 /** A grid Piecewise channel: k + 1 grid points, M = k + block cells, weights a (block) > b. */
 interface Grid { k: number; block: number; a: bigint; b: bigint; total: bigint }
 
-function grid(name: string, p: Record<string, unknown>, pre: string): Grid {
-  const at = (key: string) => int(p, pre + key, name);
+function grid(at: (key: string) => number): Grid {
   const k = at("grid"), block = at("block"), a = BigInt(at("a")), b = BigInt(at("b"));
   return { k, block, a, b, total: BigInt(block) * a + BigInt(k) * b };
 }
@@ -243,7 +242,7 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
       // grid point (one DRBG draw over D), then keep it iff a word < keep, else a cell
       // uniform over all M (both draws every time).  ``perturb`` is the permanent
       // level's law for a fresh device (offset uniform): one-level Piecewise.
-      const g = grid(name, p, pre), cells = g.k + g.block;
+      const g = grid(at), cells = g.k + g.block;
       const point = (x: number, secret: Uint8Array, context: string): number => {
         const [j, up] = roundInput(x, lo, hi, g.k);
         return j + (new DrbgRng(offsetSeed(secret, context)).getrandbits(32) < up ? 1 : 0);
@@ -264,7 +263,7 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
     }
     case "hybrid": {
       // Piecewise cells 0..M-1 iff a word < mix, else the 1BitMean bit as cell M or M + 1.
-      const g = grid(name, p, pre), mix = at("mix"), one = at("one"), zero = at("zero");
+      const g = grid(at), mix = at("mix"), one = at("one"), zero = at("zero");
       return {
         perturb: (x, rng) => {
           if (rng.getrandbits(32) < mix) return piecewise(g, x, lo, hi, rng);
@@ -302,7 +301,7 @@ export function olhHash(g: number, length: number, seed: number, value: number):
   // The projective point a_seed: zeros, a leading 1, then base-g digits.
   let rest = seed, lead = 0, block = g ** (length - 1);
   while (rest >= block && lead < length) { rest -= block; lead++; block /= g; }
-  if (lead >= length) throw new RangeError(`seed ${seed} beyond the OLH family`);
+  if (lead >= length) throw new RangeError(`bad OLH seed ${seed}`);
   const a = new Array<number>(length).fill(0);
   a[lead] = 1;
   for (let i = length - 1; i > lead; i--) { a[i] = rest % g; rest = Math.floor(rest / g); }

@@ -34,11 +34,6 @@ function checkBits(k: number): void {
   if (!Number.isInteger(k) || k < 0 || k > 48) throw new RangeError(`getrandbits needs 0 <= k <= 48, got ${k}`);
 }
 
-/** Number of bits of a positive bigint. */
-function bigBits(n: bigint): number {
-  return n.toString(2).length;
-}
-
 function checkRange(n: number): void {
   if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
 }
@@ -88,7 +83,7 @@ export class SystemRng implements Rng {
 
   /** Rejection on bitLength(n) bits, as Python's ``SystemRandom.randrange``. */
   below(n: bigint): bigint {
-    const bits = bigBits(n), count = Math.ceil(bits / 32);
+    const bits = n.toString(2).length, count = Math.ceil(bits / 32);
     for (;;) {
       let r = 0n;
       for (let i = 0; i < count; i++) r = (r << 32n) | BigInt(this.word());
@@ -174,7 +169,7 @@ export class DrbgRng implements Rng {
 
   /** ``randrange`` for any n (the Piecewise draw over D up to 2**62 and beyond). */
   below(n: bigint): bigint {
-    const k = bigBits(n) + 64;
+    const k = n.toString(2).length + 64;
     return (this.bits(k) * n) >> BigInt(k);
   }
 
