@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 SDK = Path(__file__).resolve().parents[1] / "sdk-js"
-PLAN = {"c.grr.4.1.0.0", "c.olh.1024.1.0.0", "c.oue.1024.1.0.0", "c.grr.1024.1.0.1"}
+PLAN = {"c.grr.4.1.0.0", "c.olh.1024.1.0.0", "c.oue.1024.1.0.0", "c.grr.1024.1.0.1", "n.1.0.0.0",
+        "n.piecewise.1.0.0.0", "n.hybrid.1.0.0.0", "n.piecewise.1.0.0.1"}
 
 
 def build() -> None:

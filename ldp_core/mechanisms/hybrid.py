@@ -242,8 +242,11 @@ class HybridMean(IntReport):
         return alpha * self.pm.average_variance() + (1 - alpha) * self.bit.average_variance()
 
     def describe(self) -> dict[str, object]:
+        # The exact integers, for SDKs in other languages: Piecewise iff a 32-bit word
+        # < mix, then its (block, a, b); else the bit's (one, zero).
         return {**super().describe(), "grid": self.pm.k, "cells": self.num_counters,
-                "alpha": float(self.alpha)}
+                "alpha": float(self.alpha), "mix": self.mix, "block": self.pm.cells,
+                "a": self.pm.a, "b": self.pm.b, "one": self.bit.one, "zero": self.bit.zero}
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (HybridMean,)

@@ -357,7 +357,10 @@ class PiecewiseMean(PiecewiseHooks):
         return 1 / self.k**2 / self.worst_variance()
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "grid": self.k, "cells": self.num_counters}
+        # The exact integers, for SDKs in other languages: a report is ``cell_of(j, u)``
+        # for u uniform in [0, block a + grid b).
+        return {**super().describe(), "grid": self.k, "cells": self.num_counters,
+                "block": self.cells, "a": self.a, "b": self.b}
 
 
 def _tally_variance(

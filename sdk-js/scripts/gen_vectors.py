@@ -6,8 +6,10 @@ tests/sdk_js/test_sdk_js.py regenerates them and compares with the committed
 file (so they cannot drift), then the Node tests check every entry byte for
 byte: resolved params (thresholds, p*, q*, epsilons), fingerprints and memo
 contexts, one-level reports for fixed HMAC_DRBG randomness (every family,
-including OLH hashes and Hadamard outputs), permanent responses for fixed
-secrets and contexts, instantaneous draws, HMAC_DRBG outputs (NIST CAVP),
+including OLH hashes, Hadamard outputs and the grid Piecewise / Hybrid cells),
+permanent responses for fixed secrets and contexts (the memoised Piecewise
+mean's alpha-point grid point and its device offsets), instantaneous draws, the
+exact P[cell | value] of the numeric grid forms, HMAC_DRBG outputs (NIST CAVP),
 device tokens, ledger value keys, Python float formatting, batch JSON bytes, and
 blind RSA tokens (RFC 9474 A.3 as published, tokens of our units for fixed
 nonce, salt and inverse, SHA-384 at its padding boundaries).
@@ -25,7 +27,7 @@ from client_sdk._device import DeviceState, mechanism_fingerprint, memo_context,
 from client_sdk._ledger import MemoryLedger
 from ldp_core import tokens as blind_rsa
 from ldp_core._rng import uniform_words
-from ldp_core.memo import HmacDrbg, permanent_seed
+from ldp_core.memo import HmacDrbg, offset_seed, permanent_seed
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import batch_json, device_token
 
@@ -60,12 +62,24 @@ def specs() -> list[dict[str, Any]]:
                         spec["longitudinal"] = {"epsilon_inf": inf}
                     out.append(spec)
         for b, (lo, hi) in enumerate(((0, 120), (-3.5, 1e-5), (0, 1e17))):
-            for two in (False, True):
-                spec = {"name": f"n.{eps}.{b}.{int(two)}", "kind": "numeric", "lo": lo, "hi": hi,
-                        "epsilon": eps, "mechanism": "one_bit_mean"}
-                if two:
-                    spec["longitudinal"] = {"epsilon_inf": inf}
-                out.append(spec)
+            for mech in ("one_bit_mean", "piecewise", "hybrid"):
+                for two in (False, True) if mech != "hybrid" else (False,):
+                    prefix = "n" if mech == "one_bit_mean" else f"n.{mech}"
+                    spec = {"name": f"{prefix}.{eps}.{b}.{int(two)}", "kind": "numeric", "lo": lo,
+                            "hi": hi, "epsilon": eps, "mechanism": mech}
+                    if two:
+                        spec["longitudinal"] = {"epsilon_inf": inf}
+                    out.append(spec)
+    # The Piecewise draw over D > 2**53 (BigInt in JS), and hybrid's two pure ends.
+    wide: tuple[tuple[str, float, float | None], ...] = (
+        ("n.piecewise.10", 10.0, None), ("n.piecewise.4.14", 4.0, 14.0),
+        ("n.hybrid.0.2", 0.2, None), ("n.hybrid.9", 9.0, None))
+    for name, eps, eps_inf in wide:
+        spec = {"name": name, "kind": "numeric", "lo": -1, "hi": 1, "epsilon": eps,
+                "mechanism": name.split(".")[1]}
+        if eps_inf is not None:
+            spec["longitudinal"] = {"epsilon_inf": eps_inf}
+        out.append(spec)
     return out
 
 
@@ -101,12 +115,31 @@ def mechanism_cases() -> list[dict[str, Any]]:
                         m.permanent.encode(perm))  # type: ignore[attr-defined]
                     entry["payload"] = payload_text(
                         m.encode(m._instant(perm, HmacDrbg(s))))  # type: ignore[attr-defined]
+                    key = m.memo_key(x, secret, context)  # type: ignore[attr-defined]
+                    entry["memo_key"] = key
                     entry["value_key"] = DeviceState(secret, MemoryLedger()).value_key(
-                        spec.name, fingerprint, x)
+                        spec.name, fingerprint, key)
                 draws.append(entry)
         cases.append({"spec": spec.to_json(), "fingerprint": fingerprint, "context": context,
                       "canonical_epsilon": m.epsilon, "draws": draws})
     return cases
+
+
+#: (spec name, value): the numeric forms whose exact output law the Node channel test
+#: checks 10^6 reports against (values off the grid, so the rounding is exercised).
+CHANNELS = (("n.piecewise.1.0.0.0", 30.7), ("n.piecewise.1.0.0.1", 90.3),
+            ("n.hybrid.1.0.0.0", 17.2))
+
+
+def channel_cases() -> list[dict[str, Any]]:
+    """P[cell | value] from the core's exact channel (``output_distribution``)."""
+    by_name = {raw["name"]: raw for raw in specs()}
+    out = []
+    for name, value in CHANNELS:
+        m = MetricSpec.from_json(by_name[name]).build()
+        probs = [float(x) for x in m.output_distribution(value)]  # type: ignore[arg-type]
+        out.append({"name": name, "value": value, "probs": probs})
+    return out
 
 
 def drbg_cases() -> dict[str, Any]:
@@ -171,16 +204,24 @@ def main() -> None:
               for s in SECRETS for m, v, e in (("browser", 1, 20421), ("ü.metric", 3, 0))]
     seeds = [[s.hex(), c, v, isinstance(v, float), permanent_seed(s, c, v).hex()]
              for s in SECRETS for c, v in (("app.theme|ab", 3), ("m|x", 12.5), ("m|é", 0.0))]
+    offsets = [[s.hex(), c, offset_seed(s, c).hex(), HmacDrbg(offset_seed(s, c)).getrandbits(32)]
+               for s in SECRETS for c in ("latency|ab", "m|\u00e9")]
     rows = [("browser", 1, 20421, "00" * 16, "11" * 32, "3"),
             ("olh\u2603\"\\\x7f\n", 2, 5, "ab" * 16, "cd" * 32, "[5,1]"),
             ("u", 1, 7, "ef" * 16, "01" * 32, '"AQ"')]
     batch = batch_json(*(list(c) for c in zip(*rows, strict=True)))
     vectors = {
         "mechanisms": mechanism_cases(),
+        "channels": channel_cases(),
+        # Weights of 2**53 and more (eps_inf 20): JSON.parse rounds them, so JS refuses.
+        "unsafe_specs": [MetricSpec.from_json(
+            {"name": "n.piecewise.wide", "kind": "numeric", "lo": 0, "hi": 1, "epsilon": 8.0,
+             "mechanism": "piecewise", "longitudinal": {"epsilon_inf": 20.0}}).to_json()],
         "drbg": drbg_cases(),
         "float_repr": [[x, repr(x), x.hex()] for x in floats],
         "tokens": tokens,
         "permanent_seeds": seeds,
+        "offsets": offsets,
         "batch": {"rows": [list(r) for r in rows], "json": batch},
         "blind_rsa": token_cases(),
     }

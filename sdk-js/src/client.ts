@@ -287,10 +287,11 @@ export class Client {
     if (inp.clamped) this.counters.clamped++;
     const m = k.m, s = k.spec;
     const two = isTwoLevel(m);
+    const memo = two ? m.memoKey(inp.x, this.#secret, k.context) : null;
     const ask: Ask = {
       metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,
       now: this.#o.clock(), charge: m.epsilon, budget: this.#o.budgets[s.name] ?? m.epsilon,
-      valueKey: two ? valueKey(this.#secret, s.name, k.fingerprint, inp.x, m.numeric) : null,
+      valueKey: memo ? valueKey(this.#secret, s.name, k.fingerprint, memo.key, memo.numeric) : null,
       epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.#o.lifetimeBudgets[s.name] ?? null,
     };
     const charge = this.#ledger.decide(ask);

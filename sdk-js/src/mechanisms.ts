@@ -13,6 +13,7 @@
 import { bitLength, DrbgRng, type Rng } from "./rng.js";
 import { hmacSha256, utf8 } from "./sha256.js";
 import { pyFloatHex } from "./pyjson.js";
+import { b64url } from "./tokens.js";
 
 /** A randomised report: an index, an OLH (seed, bucket), or a packed unary bit vector. */
 export type Report = number | readonly [number, number] | Uint8Array;
@@ -52,29 +53,48 @@ export interface TwoLevelMechanism extends Mechanism {
   readonly epsilonInf: number;
   permanent(value: number, secret: Uint8Array, context: string): Report;
   instant(permanent: Report, rng: Rng): Report;
+  /**
+   * What the permanent response is a function of besides (secret, context), the
+   * lifetime ledger's key (Python ``memo_key``): the value itself, or for the
+   * memoised Piecewise mean the grid point the device rounds it to (an integer).
+   */
+  memoKey(value: number, secret: Uint8Array, context: string): { key: number; numeric: boolean };
 }
 
 const WORD = 2 ** 32;
 const LABEL = utf8("ldp-telemetry/permanent/v2");
+const OFFSET_LABEL = utf8("ldp-telemetry/offset/v1");
+
+function checkSecret(secret: Uint8Array): void {
+  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+}
 
 /** HMAC-SHA256(secret, LABEL | 0 | context | 0 | "i:<int>" or "f:<float.hex()>"). */
 export function permanentSeed(secret: Uint8Array, context: string, value: number, numeric: boolean): Uint8Array {
-  if (secret.length < 16) throw new RangeError("secret must be at least 16 bytes");
+  checkSecret(secret);
   const text = numeric ? `f:${pyFloatHex(value)}` : `i:${value}`;
   return hmacSha256(secret, LABEL, Uint8Array.of(0), utf8(context), Uint8Array.of(0), utf8(text));
 }
 
+/** HMAC-SHA256(secret, OFFSET_LABEL | 0 | context): the seed of a device's rounding offset. */
+export function offsetSeed(secret: Uint8Array, context: string): Uint8Array {
+  checkSecret(secret);
+  return hmacSha256(secret, OFFSET_LABEL, Uint8Array.of(0), utf8(context));
+}
+
 function int(params: Record<string, unknown>, key: string, what: string): number {
+  // Below 2**53 only: JSON.parse rounds a larger integer, and a rounded threshold is
+  // another channel (a Piecewise spec above eps ~ 14.5 is refused here).
   const v = params[key];
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 2 ** 53) {
-    throw new Error(`spec params of ${what} need an integer ${key}, got ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new Error(`${what} needs an integer ${key} < 2**53, got ${v}`);
   }
   return v;
 }
 
 function num(params: Record<string, unknown>, key: string, what: string): number {
   const v = params[key];
-  if (typeof v !== "number" || !Number.isFinite(v)) throw new Error(`spec params of ${what} need a number ${key}, got ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v)) throw new Error(`${what} needs a number ${key}, got ${v}`);
   return v;
 }
 
@@ -90,35 +110,52 @@ function parity(x: number): number {
   return x & 1;
 }
 
-const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/** base64url without padding. */
-export function base64url(bytes: Uint8Array): string {
-  let out = "";
-  let i = 0;
-  for (; i + 2 < bytes.length; i += 3) {
-    const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-    out += B64[n >>> 18] + B64[(n >>> 12) & 63] + B64[(n >>> 6) & 63] + B64[n & 63];
-  }
-  const rest = bytes.length - i;
-  if (rest === 1) out += B64[bytes[i] >>> 2] + B64[(bytes[i] & 3) << 4];
-  if (rest === 2) {
-    const n = (bytes[i] << 8) | bytes[i + 1];
-    out += B64[n >>> 10] + B64[(n >>> 4) & 63] + B64[(n & 15) << 2];
-  }
-  return out;
-}
+/** base64url without padding (the unary encodings' payload). */
+export const base64url = b64url;
 
 /** A one-level family: the randomiser, the encoding, the two-level instantaneous step. */
 interface Family {
   perturb(value: number, rng: Rng): Report;
   encode(report: Report): string;
-  /** ``_instant`` of the two-level form with instantaneous threshold ``keep``. */
-  instant(permanent: Report, keep: number, rng: Rng): Report;
+  /** ``_instant`` of the two-level form with instantaneous threshold ``keep`` (if it has one). */
+  instant?(permanent: Report, keep: number, rng: Rng): Report;
+  /** A permanent level that is not ``perturb`` fed the DRBG of the value (and its key). */
+  permanent?: TwoLevelMechanism["permanent"];
+  memoKey?: TwoLevelMechanism["memoKey"];
 }
 
 function intEncode(report: Report): string {
   return String(report as number);
+}
+
+/** (j, T): grid point j, and j + 1 instead iff a 32-bit word < T (Python ``_grid.round_input``). */
+export function roundInput(x: number, lo: number, hi: number, k: number): [number, number] {
+  const s = ((x - lo) / (hi - lo)) * k;  // the same IEEE operations as Python (x in [lo, hi])
+  const j = Math.min(Math.floor(s), k);
+  return [j, j < k ? Math.ceil((s - j) * WORD) : 0];
+}
+
+/** A grid Piecewise channel: k + 1 grid points, M = k + block cells, weights a (block) > b. */
+interface Grid { k: number; block: number; a: bigint; b: bigint; total: bigint }
+
+function grid(at: (key: string) => number): Grid {
+  const k = at("grid"), block = at("block"), a = BigInt(at("a")), b = BigInt(at("b"));
+  return { k, block, a, b, total: BigInt(block) * a + BigInt(k) * b };
+}
+
+/** The cell for grid point j and u uniform in [0, D) (Python ``PiecewiseMean.cell_of``). */
+export function cellOf(g: Grid, j: number, u: bigint): number {
+  const inside = BigInt(g.block) * g.a;
+  if (u < inside) return j + Number(u / g.a);
+  const w = Number((u - inside) / g.b);
+  return w < j ? w : w + g.block;
+}
+
+/** One-level grid Piecewise (Python ``PiecewiseMean._perturb``): rounding word, then u. */
+function piecewise(g: Grid, x: number, lo: number, hi: number, rng: Rng): number {
+  const [j, up] = roundInput(x, lo, hi, g.k);
+  const point = j + (rng.getrandbits(32) < up ? 1 : 0);
+  return cellOf(g, point, rng.below(g.total));
 }
 
 /** Reads a family's thresholds from params under ``prefix`` ("" or "permanent_"). */
@@ -199,6 +236,42 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
         encode: intEncode, instant: flipBit,
       };
     }
+    case "piecewise": {
+      // Two levels (Python ``LongitudinalPiecewise``): alpha-point rounding with the
+      // device's offset (a word from HMAC_DRBG(offsetSeed)), the permanent cell of that
+      // grid point (one DRBG draw over D), then keep it iff a word < keep, else a cell
+      // uniform over all M (both draws every time).  ``perturb`` is the permanent
+      // level's law for a fresh device (offset uniform): one-level Piecewise.
+      const g = grid(at), cells = g.k + g.block;
+      const point = (x: number, secret: Uint8Array, context: string): number => {
+        const [j, up] = roundInput(x, lo, hi, g.k);
+        return j + (new DrbgRng(offsetSeed(secret, context)).getrandbits(32) < up ? 1 : 0);
+      };
+      return {
+        perturb: (x, rng) => piecewise(g, x, lo, hi, rng), encode: intEncode,
+        instant: (perm, k, rng) => {
+          const kept = rng.getrandbits(32) < k;
+          const other = rng.randrange(cells);
+          return kept ? perm : other;
+        },
+        memoKey: (x, secret, context) => ({ key: point(x, secret, context), numeric: false }),
+        permanent: (x, secret, context) => {
+          const j = point(x, secret, context);
+          return cellOf(g, j, new DrbgRng(permanentSeed(secret, context, j, false)).below(g.total));
+        },
+      };
+    }
+    case "hybrid": {
+      // Piecewise cells 0..M-1 iff a word < mix, else the 1BitMean bit as cell M or M + 1.
+      const g = grid(at), mix = at("mix"), one = at("one"), zero = at("zero");
+      return {
+        perturb: (x, rng) => {
+          if (rng.getrandbits(32) < mix) return piecewise(g, x, lo, hi, rng);
+          return g.k + g.block + (rng.getrandbits(32) < meanLimit(x, lo, hi, zero, one) ? 1 : 0);
+        },
+        encode: intEncode,
+      };
+    }
     case "hadamard": {
       const keep = at("keep");
       const bits = bitLength(d);
@@ -228,7 +301,7 @@ export function olhHash(g: number, length: number, seed: number, value: number):
   // The projective point a_seed: zeros, a leading 1, then base-g digits.
   let rest = seed, lead = 0, block = g ** (length - 1);
   while (rest >= block && lead < length) { rest -= block; lead++; block /= g; }
-  if (lead >= length) throw new RangeError(`seed ${seed} is beyond the family of g=${g}, L=${length}`);
+  if (lead >= length) throw new RangeError(`bad OLH seed ${seed}`);
   const a = new Array<number>(length).fill(0);
   a[lead] = 1;
   for (let i = length - 1; i > lead; i--) { a[i] = rest % g; rest = Math.floor(rest / g); }
@@ -274,12 +347,14 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
   if (p.levels === 2 && name === "olh") return memoisedOlh(p, d, epsilon, numeric);
   if (p.levels === 2) {
     const fam = family(name, p, "permanent_", d, lo, hi);
+    if (!fam.instant) throw new Error(`no two-level ${name}`);
     const keep = int(p, "instantaneous_threshold", name);
     return {
       name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
       perturb: fam.perturb, encode: fam.encode,
-      permanent: (v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric))),
-      instant: (perm, rng) => fam.instant(perm, keep, rng),
+      memoKey: fam.memoKey ?? ((v) => ({ key: v, numeric })),
+      permanent: fam.permanent ?? ((v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric)))),
+      instant: (perm, rng) => fam.instant!(perm, keep, rng),
     };
   }
   const fam = family(name, p, "", d, lo, hi);
@@ -301,7 +376,7 @@ function memoisedOlh(p: Record<string, unknown>, d: number, epsilon: number, num
   const perturb = (v: number, rng: Rng): Report => grrStep(v, permanentKeep, d, rng);
   return {
     name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
-    perturb,
+    perturb, memoKey: (v) => ({ key: v, numeric }),
     // A permanent response is an index, a report a [seed, bucket] pair.
     encode: (r) => {
       if (typeof r === "number") return String(r);

@@ -55,7 +55,7 @@ export function pyFloatHex(x: number): string {
 export const FLOAT_KEYS = new Set([
   "epsilon", "epsilon_actual", "p_star", "q_star", "epsilon_requested", "epsilon_inf",
   "epsilon_inf_actual", "instantaneous_keep", "lo", "hi", "permanent_lo", "permanent_hi",
-  "permanent_epsilon", "permanent_p_star", "permanent_q_star",
+  "permanent_epsilon", "permanent_p_star", "permanent_q_star", "alpha",
 ]);
 
 /** One JSON value as Python writes it; numbers are floats if ``float`` (else ints). */

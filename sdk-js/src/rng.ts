@@ -19,6 +19,8 @@ export interface Rng {
   randrange(n: number): number;
   /** ``count`` uniform 32-bit words (Python ``uniform_words``). */
   words(count: number): Uint32Array;
+  /** A uniform integer in [0, n) for any n >= 1n (Python ``randrange`` on big ints). */
+  below(n: bigint): bigint;
 }
 
 /** Number of bits of a positive integer n (Python ``int.bit_length``). */
@@ -32,8 +34,12 @@ function checkBits(k: number): void {
   if (!Number.isInteger(k) || k < 0 || k > 48) throw new RangeError(`getrandbits needs 0 <= k <= 48, got ${k}`);
 }
 
-function rejection(rng: Rng, n: number): number {
+function checkRange(n: number): void {
   if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
+}
+
+function rejection(rng: Rng, n: number): number {
+  checkRange(n);
   const bits = bitLength(n);
   for (;;) {
     const r = rng.getrandbits(bits);
@@ -73,6 +79,17 @@ export class SystemRng implements Rng {
 
   randrange(n: number): number {
     return rejection(this, n);
+  }
+
+  /** Rejection on bitLength(n) bits, as Python's ``SystemRandom.randrange``. */
+  below(n: bigint): bigint {
+    const bits = n.toString(2).length, count = Math.ceil(bits / 32);
+    for (;;) {
+      let r = 0n;
+      for (let i = 0; i < count; i++) r = (r << 32n) | BigInt(this.#word());
+      r >>= BigInt(32 * count - bits);
+      if (r < n) return r;
+    }
   }
 
   words(count: number): Uint32Array {
@@ -126,14 +143,18 @@ export class DrbgRng implements Rng {
     this.drbg = new HmacDrbg(seed);
   }
 
-  getrandbits(k: number): number {
-    checkBits(k);
-    if (k === 0) return 0;
+  /** X on k >= 1 bits from one generate call: the little-endian bytes, top bits kept. */
+  private bits(k: number): bigint {
     const nbytes = (k + 7) >> 3;
     const raw = this.drbg.generate(nbytes);
-    let value = 0;
-    for (let i = nbytes - 1; i >= 0; i--) value = value * 256 + raw[i];
-    return Math.floor(value / 2 ** (8 * nbytes - k));
+    let x = 0n;
+    for (let i = nbytes - 1; i >= 0; i--) x = (x << 8n) | BigInt(raw[i]);
+    return x >> BigInt(8 * nbytes - k);
+  }
+
+  getrandbits(k: number): number {
+    checkBits(k);
+    return k ? Number(this.bits(k)) : 0;
   }
 
   /**
@@ -142,14 +163,14 @@ export class DrbgRng implements Rng {
    * permanent level's work does not depend on the value; within 2**-64 of uniform).
    */
   randrange(n: number): number {
-    if (!Number.isInteger(n) || n < 1 || n > 2 ** 47) throw new RangeError(`randrange needs an integer n >= 1, got ${n}`);
-    const bits = bitLength(n) + 64;
-    const nbytes = (bits + 7) >> 3;
-    const raw = this.drbg.generate(nbytes);
-    let x = 0n;
-    for (let i = nbytes - 1; i >= 0; i--) x = (x << 8n) | BigInt(raw[i]);
-    x >>= BigInt(8 * nbytes - bits);
-    return Number((x * BigInt(n)) >> BigInt(bits));
+    checkRange(n);
+    return Number(this.below(BigInt(n)));
+  }
+
+  /** ``randrange`` for any n (the Piecewise draw over D up to 2**62 and beyond). */
+  below(n: bigint): bigint {
+    const k = n.toString(2).length + 64;
+    return (this.bits(k) * n) >> BigInt(k);
   }
 
   words(count: number): Uint32Array {

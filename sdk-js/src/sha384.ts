@@ -27,7 +27,7 @@ function iroot(x: bigint, k: bigint): bigint {
 }
 
 /** First 64 fractional bits of the k-th root of each prime, as [hi, lo, hi, lo, ...]. */
-function fractions(ps: bigint[], k: bigint): Uint32Array {
+export function fractions(ps: bigint[], k: bigint): Uint32Array {
   const out = new Uint32Array(2 * ps.length);
   ps.forEach((p, i) => {
     const f = BigInt.asUintN(64, iroot(p << (64n * k), k));
@@ -37,8 +37,9 @@ function fractions(ps: bigint[], k: bigint): Uint32Array {
   return out;
 }
 
-const PRIMES = primes(80);
-const K = fractions(PRIMES, 3n);
+export const PRIMES = primes(80);
+/** SHA-512/384's round constants; SHA-256's are their high words (``sha256.ts``). */
+export const K = fractions(PRIMES, 3n);
 const H384 = fractions(PRIMES.slice(8, 16), 2n);
 const W = new Uint32Array(160);
 

@@ -5,8 +5,11 @@
 // block's mean is one sample; the median of the samples is reported.
 import { Client, IndexedDbStore, MemoryStore, type Spec } from "../src/browser.js";
 
+// d = 0: a numeric metric on [0, 120], values spread over it (eps = 1), as bench.ts.
 const PLAN: [string, string, number][] = [["grr d=4", "c.grr.4.1.0.0", 4], ["olh d=1024", "c.olh.1024.1.0.0", 1024],
-  ["oue d=1024", "c.oue.1024.1.0.0", 1024], ["grr d=1024 two-level", "c.grr.1024.1.0.1", 1024]];
+  ["oue d=1024", "c.oue.1024.1.0.0", 1024], ["grr d=1024 two-level", "c.grr.1024.1.0.1", 1024],
+  ["one_bit_mean", "n.1.0.0.0", 0], ["piecewise", "n.piecewise.1.0.0.0", 0], ["hybrid", "n.hybrid.1.0.0.0", 0],
+  ["piecewise two-level", "n.piecewise.1.0.0.1", 0]];
 
 async function main(): Promise<Record<string, unknown>> {
   const q = new URLSearchParams(location.hash.slice(1));
@@ -24,7 +27,7 @@ async function main(): Promise<Record<string, unknown>> {
       for (let b = 0, i = 0; b < nBlocks; b++) {
         const t = performance.now();
         for (let j = 0; j < size; j++, i++) {
-          const r = await client.record(name, spec.domain![i % d]);
+          const r = await client.record(name, d ? spec.domain![i % d] : (i % 997) * 120 / 996);
           if (r.status !== "queued") throw new Error(r.status);
         }
         samples.push(((performance.now() - t) * 1000) / size);

@@ -15,8 +15,11 @@ import { modPow, os2ip, i2osp, prepare, publicKey, wireToken } from "../src/toke
 const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 const specs = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
+// d = 0: a numeric metric on [0, 120], values spread over it (eps = 1).
 const PLAN: [string, string, number][] = [["grr d=4", "c.grr.4.1.0.0", 4], ["olh d=1024", "c.olh.1024.1.0.0", 1024],
-  ["oue d=1024", "c.oue.1024.1.0.0", 1024], ["grr d=1024 two-level", "c.grr.1024.1.0.1", 1024]];
+  ["oue d=1024", "c.oue.1024.1.0.0", 1024], ["grr d=1024 two-level", "c.grr.1024.1.0.1", 1024],
+  ["one_bit_mean", "n.1.0.0.0", 0], ["piecewise", "n.piecewise.1.0.0.0", 0], ["hybrid", "n.hybrid.1.0.0.0", 0],
+  ["piecewise two-level", "n.piecewise.1.0.0.1", 0]];
 const out: Record<string, unknown> = {};
 for (const [label, name, d] of PLAN) {
   for (const kind of ["memory", "file"]) {
@@ -28,7 +31,7 @@ for (const [label, name, d] of PLAN) {
     const times: number[] = [];
     for (let i = 0; i < n; i++) {
       const t = process.hrtime.bigint();
-      const r = await client.record(name, spec.domain![i % d]);
+      const r = await client.record(name, d ? spec.domain![i % d] : (i % 997) * 120 / 996);
       times.push(Number(process.hrtime.bigint() - t) / 1000);
       if (r.status !== "queued") throw new Error(r.status);
     }

@@ -1,8 +1,12 @@
-// Conformance 2: >= 10^6 reports per mechanism form (all 15 one- and two-level
+// Conformance 2: >= 10^6 reports per mechanism form (all 18 one- and two-level
 // forms), drawn with the platform CSPRNG, against the DECLARED channel (p*, q*
-// of the Python-resolved params) by Pearson's chi-square.
+// of the Python-resolved params) by Pearson's chi-square.  The numeric grid
+// forms (Piecewise, memoised Piecewise, Hybrid) are checked against the core's
+// exact P[cell | value] (``output_distribution``, in vectors.json "channels"):
+// M + 1 or so cells, each with >= 500 expected reports, so the chi-square
+// approximation holds.
 //
-// False-positive rate: each of the 15 tests fails when its p-value < 1e-6 / 15,
+// False-positive rate: each of the 18 tests fails when its p-value < 1e-6 / 18,
 // so a correct SDK fails this file with probability <= 1e-6 (Bonferroni).
 // Unary encodings: the d bits of a report are independent given the value, so
 // the d per-bit counts are independent binomials and
@@ -22,7 +26,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
 const N = 1_000_000;
-const FORMS = 15;
+const FORMS = 18;
 const ALPHA = 1e-6 / FORMS;
 const rng = new SystemRng();
 
@@ -115,5 +119,14 @@ for (const [name, value] of cases) {
     const counts = new Float64Array(probs.length);
     for (let n = 0; n < N; n++) counts[cell(draw(m, value))]++;
     check(label, chi2Stat(counts, probs, N), probs.length - 1);
+  });
+}
+
+for (const { name, value, probs } of V.channels as { name: string; value: number; probs: number[] }[]) {
+  test(`exact channel of ${name} (value ${value})`, () => {
+    const m = buildMechanism(SPECS.get(name)!);
+    const counts = new Float64Array(probs.length);
+    for (let n = 0; n < N; n++) counts[draw(m, value) as number]++;
+    check(`${m.name}/${m.levels}`, chi2Stat(counts, probs, N), probs.length - 1);
   });
 }

@@ -2,7 +2,7 @@
 // through the real collector.  argv: url apiKey devices offset stateDir
 // Device i holds value DOMAIN[pick(i)]; the first device uses a FileStore.
 import { Client, FileStore, MemoryStore, type Spec } from "../src/node.js";
-import { pick, DOMAIN, METRICS } from "./e2e-plan.js";
+import { amount, pick, DOMAIN, METRICS, NUMERIC } from "./e2e-plan.js";
 
 const [url, apiKey, devicesText, offsetText, stateDir] = process.argv.slice(2);
 const devices = Number(devicesText), offset = Number(offsetText);
@@ -16,6 +16,10 @@ for (let i = 0; i < devices; i++) {
   const c = i === 0 ? first : await Client.open({ url, apiKey, metrics: specs, fetchMetrics: false, interval: 0 , store: new MemoryStore() });
   for (const m of METRICS) {
     const res = await c.record(m, DOMAIN[pick(i + offset)]);
+    if (res.status === "queued") totals.queued++; else totals.notQueued.push(res.status);
+  }
+  for (const m of NUMERIC) {
+    const res = await c.record(m, amount(i + offset));
     if (res.status === "queued") totals.queued++; else totals.notQueued.push(res.status);
   }
   if (!(await c.flush(20))) throw new Error(`device ${i} could not deliver`);

@@ -3,7 +3,7 @@
 // others in-memory Clients; before them, a version-1 IndexedDB database is upgraded
 // (legacy()); the result is POSTed back to the page's origin.
 import { Client, IndexedDbStore, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
-import { pick, DOMAIN, METRICS } from "./e2e-plan.js";
+import { amount, pick, DOMAIN, METRICS, NUMERIC } from "./e2e-plan.js";
 
 /** A version-1 database as the SDK before blind tokens left it (a report with an HMAC
  * token): after the upgrade the report waits for a blind-signed token and counts. */
@@ -41,11 +41,15 @@ async function main(): Promise<object> {
       const res = await c.record(m, DOMAIN[pick(i + offset)]);
       if (res.status === "queued") totals.queued++; else totals.notQueued.push(res.status);
     }
+    for (const m of NUMERIC) {
+      const res = await c.record(m, amount(i + offset));
+      if (res.status === "queued") totals.queued++; else totals.notQueued.push(res.status);
+    }
     if (i === 0) {
-      // The IndexedDB spool holds the two reports until the collector answers.
+      // The IndexedDB spool holds the device's reports until the collector answers.
       const db = await new Promise<IDBDatabase>((ok, no) => { const o = indexedDB.open("ldp-telemetry"); o.onsuccess = () => ok(o.result); o.onerror = () => no(o.error); });
       const n = await new Promise<number>((ok) => { const g = db.transaction("rows").objectStore("rows").count(); g.onsuccess = () => ok(g.result); });
-      totals.idb = n === 2;
+      totals.idb = n === METRICS.length + NUMERIC.length;
       db.close();
     }
     if (!(await c.flush(20))) throw new Error(`device ${i} could not deliver`);

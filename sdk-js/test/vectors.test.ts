@@ -9,13 +9,15 @@ import { DrbgRng, HmacDrbg } from "../src/rng.js";
 import { fromHex, toHex } from "../src/sha256.js";
 import { memoContext, mechanismFingerprint, valueKey } from "../src/context.js";
 import { pyFloatHex, pyFloatRepr } from "../src/pyjson.js";
-import { permanentSeed } from "../src/mechanisms.js";
+import { offsetSeed, permanentSeed } from "../src/mechanisms.js";
 import { batchJson, deviceToken } from "../src/wire.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 
-interface Draw { value: number; seed: string; payload: string; secret?: string; permanent?: string; value_key?: string }
+interface Draw {
+  value: number; seed: string; payload: string; secret?: string; permanent?: string; memo_key?: number; value_key?: string;
+}
 interface Case { spec: Spec; fingerprint: string; context: string; canonical_epsilon: number; draws: Draw[] }
 
 test("HMAC_DRBG matches the NIST CAVP vector", () => {
@@ -44,9 +46,20 @@ test("device tokens, permanent seeds and batch JSON bytes", () => {
   for (const [s, c, v, isFloat, want] of V.permanent_seeds) {
     assert.equal(toHex(permanentSeed(fromHex(s), c, v, isFloat)), want);
   }
+  for (const [s, c, want, word] of V.offsets as [string, string, string, number][]) {
+    assert.equal(toHex(offsetSeed(fromHex(s), c)), want);
+    assert.equal(new DrbgRng(fromHex(want)).getrandbits(32), word);
+  }
   const rows = (V.batch.rows as [string, number, number, string, string, string][]).map(
     ([metric, version, epoch, reportId, token, payload]) => ({ metric, version, epoch, reportId, token, payload }));
   assert.equal(batchJson(rows), V.batch.json);
+});
+
+test("a spec whose integers JSON.parse cannot hold exactly is refused", () => {
+  for (const spec of V.unsafe_specs as Spec[]) {
+    assert.ok((spec.params.permanent_a as number) > 2 ** 53);
+    assert.throws(() => buildMechanism(spec), /permanent_a < 2\*\*53/);
+  }
 });
 
 test("every mechanism: params, fingerprints, contexts, reports for fixed randomness", () => {
@@ -66,13 +79,16 @@ test("every mechanism: params, fingerprints, contexts, reports for fixed randomn
         const perm: Report = m.permanent(d.value, secret, c.context);
         assert.equal(m.encode(perm), d.permanent, `${c.spec.name} permanent(${d.value})`);
         assert.equal(m.encode(m.instant(perm, rng)), d.payload, `${c.spec.name} instant(${d.value})`);
-        assert.equal(valueKey(secret, c.spec.name, c.fingerprint, d.value, m.numeric), d.value_key);
+        // The ledger key: the value, or the memoised Piecewise mean's grid point.
+        const memo = m.memoKey(d.value, secret, c.context);
+        assert.equal(memo.key, d.memo_key, `${c.spec.name} memo key(${d.value})`);
+        assert.equal(valueKey(secret, c.spec.name, c.fingerprint, memo.key, memo.numeric), d.value_key);
       } else {
         assert.equal(m.encode(m.perturb(d.value, rng)), d.payload, `${c.spec.name} perturb(${d.value})`);
       }
       draws++;
     }
   }
-  assert.equal(seen.size, 15, [...seen].join(" "));
+  assert.equal(seen.size, 18, [...seen].join(" "));
   console.log(`# vectors: ${cases.length} specs, ${draws} reports, ${seen.size} mechanism forms`);
 });

@@ -8,10 +8,11 @@
    declared channel (chi-square, joint false-positive rate <= 1e-6).
 3. End to end: a Node process (1200 devices, the first with a FileStore) and a
    page in headless Chromium (400 devices, the first with IndexedDB) record two
-   metrics through the real collector (CORS open to the page's origin); the
-   aggregator's intervals at confidence 1 - 1e-7 must cover the true shares:
-   8 intervals, so a false failure has probability <= 8e-7 (normal approximation
-   of a sum over 1600 independent devices).  Every report carries a blind-signed
+   metrics through the real collector (CORS open to the page's origin), and two
+   numeric ones (``auto``: the Hybrid at eps 2, the memoised Piecewise mean); the
+   aggregator's intervals at confidence 1 - 1e-7 must cover the true shares and
+   means: 10 intervals, so a false failure has probability <= 1e-6 (normal
+   approximation of a sum over 1600 independent devices).  Every report carries a blind-signed
    token from the collector's issuer (the test issuer key, tests/conftest.py).
 4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
    stock offline, online and across a restart, a lost issuer answer, the refund of
@@ -63,6 +64,21 @@ SPECS = [
     {"name": "js.theme", "kind": "categorical", "domain": DOMAIN, "epsilon": 2.0,
      "mechanism": "olh", "longitudinal": {"epsilon_inf": 4.0}, "min_reports": 10},
 ]
+#: Numeric metrics (sdk-js/test/e2e-plan.ts): device i holds amount(i) in [0, 100].
+NUMERIC_SPECS = [
+    {"name": "js.latency", "kind": "numeric", "lo": 0, "hi": 100, "epsilon": 2.0,
+     "mechanism": "auto", "min_reports": 10},
+    {"name": "js.session", "kind": "numeric", "lo": 0, "hi": 100, "epsilon": 1.0,
+     "mechanism": "auto", "longitudinal": {"epsilon_inf": 4.0}, "min_reports": 10},
+]
+
+
+def amount(i: int) -> float:
+    """The value of device i (``amount`` in sdk-js/test/e2e-plan.ts)."""
+    return (i * 37) % 100 + 0.5
+
+
+REPORTS = len(SPECS) + len(NUMERIC_SPECS)
 
 #: The metrics of e2e-client.ts (the Client's token stock, refunds, keys, opt-out, strict).
 CLIENT_SPECS = [
@@ -197,17 +213,22 @@ def test_node_and_chromium_record_through_the_real_stack(
     try:
         legacy = {"name": "js.legacy", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
                   "mechanism": "grr"}  # the page's IndexedDB upgrade (one report, not estimated)
-        for spec in [*SPECS, legacy]:
+        resolved = {}
+        for spec in [*SPECS, *NUMERIC_SPECS, legacy]:
             answer = httpx.post(f"{collector.url}/v1/metrics", json=spec, headers=auth(ADMIN_KEY),
                                 timeout=10)
             assert answer.status_code in (200, 201), answer.text
+            params = answer.json()["params"]
+            resolved[spec["name"]] = f"{params['mechanism']}/{params.get('levels', 1)}"
+        # ``auto`` resolves the numeric metrics to the forms the JS SDK gained.
+        assert [resolved[s["name"]] for s in NUMERIC_SPECS] == ["hybrid/1", "piecewise/2"]
         node = subprocess.run(
             ["node", "dist/test/e2e-node.js", collector.url, INGEST_KEY, str(NODE_DEVICES), "0",
              str(tmp_path / "node-state")], cwd=SDK, capture_output=True, text=True, timeout=300)
         assert node.returncode == 0, node.stderr[-3000:]
         totals = json.loads(node.stdout.strip().splitlines()[-1])
-        assert totals == {"queued": 2 * NODE_DEVICES, "sent": 2 * NODE_DEVICES, "dropped": 0,
-                          "notQueued": []}, totals
+        assert totals == {"queued": REPORTS * NODE_DEVICES, "sent": REPORTS * NODE_DEVICES,
+                          "dropped": 0, "notQueued": []}, totals
         profile = tempfile.mkdtemp(prefix="ldp-chromium-")
         url = (f"{origin}/page.html#url={collector.url}&key={INGEST_KEY}"
                f"&devices={PAGE_DEVICES}&offset={NODE_DEVICES}")
@@ -226,8 +247,9 @@ def test_node_and_chromium_record_through_the_real_stack(
                 browser.kill()
             shutil.rmtree(profile, ignore_errors=True)
         page = result[0]
-        assert page == {"ok": True, "queued": 2 * PAGE_DEVICES, "sent": 2 * PAGE_DEVICES,
-                        "dropped": 0, "notQueued": [], "idb": True, "legacy": True}, page
+        assert page == {"ok": True, "queued": REPORTS * PAGE_DEVICES,
+                        "sent": REPORTS * PAGE_DEVICES, "dropped": 0, "notQueued": [],
+                        "idb": True, "legacy": True}, page
         env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url,
                "LDP_ANALYST_KEYS": ANALYST_KEY}
         with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
@@ -242,5 +264,18 @@ def test_node_and_chromium_record_through_the_real_stack(
                 for row, share in zip(rows, SHARES, strict=True):
                     print(spec["name"], row["value"], share, row["ci_low"], row["ci_high"])
                     assert row["ci_low"] <= share <= row["ci_high"], (spec["name"], row, share)
+            truth = sum(amount(i) for i in range(NODE_DEVICES + PAGE_DEVICES)) / (
+                NODE_DEVICES + PAGE_DEVICES)
+            for spec in NUMERIC_SPECS:
+                answer = httpx.get(f"{agg.url}/v1/estimates/{spec['name']}",
+                                   params={"confidence": STRICT}, headers=auth(ANALYST_KEY),
+                                   timeout=30)
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                est = body["estimate"]
+                print(spec["name"], resolved[spec["name"]], est["value"], truth, est["ci_low"],
+                      est["ci_high"])
+                assert body["n"] == NODE_DEVICES + PAGE_DEVICES
+                assert est["ci_low"] <= truth <= est["ci_high"], (spec["name"], est, truth)
     finally:
         collector.stop()
