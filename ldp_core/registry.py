@@ -29,6 +29,7 @@ from ldp_core.mechanisms import (
     olh,
     piecewise,
     sketch,
+    square_wave,
     unary,
 )
 
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 #: Every family module; a new mechanism is one module and one entry here.
-FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid)
+FAMILIES = (binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, square_wave)
 
 _ONE: dict[str, type[Mechanism]] = {
     cls.name: cls for family in FAMILIES for cls in family.MECHANISMS if cls.levels == 1
@@ -156,7 +157,8 @@ def mechanism(
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
     - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``cms`` and
       ``hcms`` (optional ``buckets=``), ``auto``: ``epsilon=``, ``domain_size=``
-    - ``one_bit_mean``, ``piecewise``, ``hybrid``: ``epsilon=``, ``lo=``, ``hi=``
+    - ``one_bit_mean``, ``piecewise``, ``hybrid``, ``square_wave``: ``epsilon=``, ``lo=``,
+      ``hi=``
     """
     params = {
         key: value
