@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from aggregator.distribution import DEFAULT_QUANTILES, estimate_distribution
 from aggregator.estimate import FrequencyEstimate, estimate
+from ldp_core.mechanisms.square_wave import SquareWave
 from ldp_core.metric import MetricSpec
 
 __all__ = [
@@ -31,6 +33,9 @@ class EstimateOptions:
     confidence: float = 0.95
     consistent: bool = False
     simultaneous: bool = False
+    #: A distribution metric's quantiles and histogram buckets.
+    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
+    buckets: int = 16
 
 
 def _num(x: Any) -> float | None:
@@ -83,14 +88,35 @@ def stderr_basis(levels: int, epochs: int) -> str:
     return f"memoised: correlated reports of one device over {epochs} epochs with data (bound)"
 
 
+def _distribution_json(
+    spec: MetricSpec, m: SquareWave, tallies: tuple[int, ...], n: int, options: EstimateOptions
+) -> dict[str, Any]:
+    """The "distribution" and "quantiles" members the metric's statistics ask for."""
+    d = estimate_distribution(m, list(tallies), n, options.confidence,
+                              quantiles=options.quantiles, buckets=min(options.buckets, m.k))
+    body = d.to_json()
+    out: dict[str, Any] = {}
+    if "distribution" in spec.statistics:
+        out["distribution"] = {key: body[key] for key in ("buckets", "grid_points", "method")}
+    if "quantiles" in spec.statistics:
+        out["quantiles"] = body["quantiles"]
+    return out
+
+
 def estimate_json(
     spec: MetricSpec,
     tallies: tuple[int, ...],
     n: int,
     options: EstimateOptions,
     epochs: int = 1,
+    *,
+    distribution: bool = True,
 ) -> dict[str, Any]:
     """{"n", "suppressed", "reason", "estimate"}; ``estimate`` is None when suppressed.
+
+    A metric that serves a distribution or quantiles adds them to the estimate
+    (``aggregator.distribution``), unless ``distribution`` is False (the
+    per-epoch series, which keeps one EM per request).
 
     ``epochs``: how many epochs with data ``tallies`` sums; a memoised
     (two-level) metric's stderr grows with it (``aggregator.estimate``), and
@@ -134,6 +160,8 @@ def estimate_json(
             "ci_high": _num(e.ci_high),
             "quantity": "mean" if spec.kind == "numeric" else "proportion of true",
         }
+        if distribution and spec.serves_distribution and isinstance(m, SquareWave):
+            out["estimate"].update(_distribution_json(spec, m, tallies, n, options))
     out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
     out["confidence"] = options.confidence
     out["simultaneous"] = options.simultaneous and m.kind == "frequency"

@@ -50,6 +50,19 @@ Since = Annotated[
 ]
 Confidence = Annotated[float, Query(gt=0.5, lt=1.0, description="e.g. 0.95")]
 Version = Annotated[int | None, Query(ge=1, description="metric version; default latest")]
+Quantiles = Annotated[
+    str | None,
+    Query(max_length=200, description="a distribution metric's quantiles, comma-separated "
+          "in (0, 1), e.g. 0.5,0.9,0.99 (the default)"),
+]
+Buckets = Annotated[
+    int | None,
+    Query(description="a distribution metric's histogram buckets (default 16)"),
+]
+#: At most this many quantiles per request (each inverts the CDF on a fine grid).
+MAX_QUANTILES = 20
+MAX_BUCKETS = 64
+
 Format = Annotated[
     Literal["json", "csv", "jsonl"] | None,
     Query(description="json (default), csv or jsonl; else the Accept header decides"),
@@ -64,6 +77,33 @@ _EXPORTS: dict[int | str, dict[str, Any]] = {
         },
     }
 }
+
+
+def distribution_options(
+    spec: MetricSpec, quantiles: str | None, buckets: int | None
+) -> dict[str, Any]:
+    """The quantiles and buckets asked, else 422 ``bad_quantiles``."""
+    if quantiles is None and buckets is None:
+        return {}
+    if not spec.serves_distribution:
+        raise Problem(422, "bad_quantiles",
+                      f"metric {spec.name!r} serves no distribution or quantiles")
+    out: dict[str, Any] = {}
+    if quantiles is not None:
+        try:
+            asked = tuple(float(q) for q in quantiles.split(","))
+        except ValueError:
+            asked = ()
+        if not asked or len(asked) > MAX_QUANTILES or not all(0 < q < 1 for q in asked):
+            raise Problem(422, "bad_quantiles", f"quantiles must be 1 to {MAX_QUANTILES} "
+                          f"comma-separated numbers in (0, 1), got {quantiles!r}")
+        out["quantiles"] = asked
+    if buckets is not None:
+        if not 1 <= buckets <= MAX_BUCKETS:
+            raise Problem(422, "bad_quantiles",
+                          f"buckets must be in [1, {MAX_BUCKETS}], got {buckets}")
+        out["buckets"] = buckets
+    return out
 
 
 def resolve_window(
@@ -92,16 +132,20 @@ async def get_estimate(
     series: Literal["epoch"] | None = None,
     version: Version = None,
     format: Format = None,
+    quantiles: Quantiles = None,
+    buckets: Buckets = None,
 ) -> dict[str, Any] | Response:
-    """The estimate over epochs [start, end) (default: every epoch with data)."""
+    """The estimate over epochs [start, end) (default: every epoch with data); a
+    numeric metric that serves them adds its distribution and quantiles."""
     spec = await load_spec(store, name, version)
+    asked = distribution_options(spec, quantiles, buckets)
     window = resolve_window(spec, start, end, since)
     body = await estimate_response(
         store,
         spec,
         start=window.start,
         end=window.end,
-        options=EstimateOptions(confidence, consistent, simultaneous),
+        options=EstimateOptions(confidence, consistent, simultaneous, **asked),
         series=series == "epoch",
         max_epochs=settings.max_epochs,
     )
