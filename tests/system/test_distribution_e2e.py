@@ -100,7 +100,7 @@ def test_distribution_quantiles_and_mean_end_to_end(stack: str, redis_server: Re
     assert len(buckets) == 8
     assert sum(b["smoothed"] for b in buckets) == pytest.approx(1.0)
     for b in buckets:
-        inside = (VALUES >= b["low"]) & ((VALUES < b["high"]) | (b["high"] == 100.0))
+        inside = (b["low"] <= VALUES) & ((b["high"] > VALUES) | (b["high"] == 100.0))
         assert b["ci_low"] <= inside.mean() <= b["ci_high"], (b, inside.mean())
     for row in estimate["quantiles"]:
         truth = float(np.quantile(VALUES, row["q"]))
