@@ -109,6 +109,18 @@ def test_distribution_quantiles_and_mean_end_to_end(stack: str, redis_server: Re
         assert row["ci_low"] - slack <= truth <= row["ci_high"] + slack, (row, truth)
     assert [row["q"] for row in estimate["quantiles"]] == [0.25, 0.5, 0.9]
 
+    # The dashboard draws it: the band, the smoothed line, a mark per quantile.
+    login = httpx.post(f"{stack}/login", data={"key": ANALYST_KEY}, headers={"Origin": stack})
+    assert login.status_code == 303, login.text
+    page = httpx.get(f"{stack}/", cookies={"ldp_dashboard": login.cookies["ldp_dashboard"]},
+                     timeout=60)
+    assert page.status_code == 200
+    section = page.text[page.text.index('id="metric-e2e_latency"'):]
+    figure = section[section.index("distribution-figure"):section.index("</figure>",
+                     section.index("distribution-figure"))]
+    assert figure.count('class="band"') == 1 and figure.count('class="quantile"') == 3
+    assert "<script" not in page.text
+
     # Bad asks are a 422 with a stable code; a mean-only metric has no distribution.
     for name, params in ((SPEC["name"], {"quantiles": "0.5,1.5"}),
                          (SPEC["name"], {"quantiles": "median"}),
