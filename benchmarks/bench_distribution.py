@@ -37,9 +37,9 @@ import numpy as np
 from aggregator.consistency import norm_sub
 from aggregator.distribution import (
     bootstrap_masses,
-    ems,
     cdf_knots,
     cdf_of_masses,
+    ems,
     estimate_distribution,
     wasserstein1,
 )
