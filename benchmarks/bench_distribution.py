@@ -87,7 +87,8 @@ def w1_table(seeds: int) -> str:
     rows = []
     for shape in SHAPES:
         for i, eps in enumerate(EPSILONS):
-            sw, oue = [], {d: [] for d in OUE_BUCKETS}
+            sw: list[float] = []
+            oue: dict[int, list[float]] = {d: [] for d in OUE_BUCKETS}
             for s in range(seeds):
                 values = draw(shape, N, 1000 * i + s)
                 sw.append(sw_w1(values, eps, seed=s))
