@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--lo", type=float)
     create.add_argument("--hi", type=float)
     create.add_argument("--mechanism", default="auto")
+    create.add_argument("--statistics", help="numeric: mean,distribution,quantiles "
+                        "(comma-separated; default mean)")
     create.add_argument("--epoch", default="day", choices=("hour", "day"))
     create.add_argument("--unit", default="device")
     create.add_argument("--epsilon-inf", type=float, help="two-level lifetime epsilon")
@@ -161,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         "with --series)",
     )
     est.add_argument("--series", action="store_true", help="also one line per epoch")
+    est.add_argument("--quantiles", help="a distribution metric's quantiles, e.g. 0.5,0.9,0.99")
+    est.add_argument("--buckets", type=int, help="a distribution metric's buckets (default 16)")
     add_connection_arguments(est, "aggregator")
     est.set_defaults(handler=_query("cmd_estimate"))
 

@@ -50,6 +50,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         spec["domain"] = [v.strip() for v in (args.domain or "").split(",") if v.strip()]
     if args.kind == "numeric":
         spec["lo"], spec["hi"] = args.lo, args.hi
+        if getattr(args, "statistics", None):
+            spec["statistics"] = [v.strip() for v in args.statistics.split(",") if v.strip()]
     if args.epsilon_inf is not None:
         spec["longitudinal"] = {"epsilon_inf": args.epsilon_inf}
     return spec
@@ -90,6 +92,8 @@ def estimate_params(args: argparse.Namespace, series: bool = False) -> dict[str,
         "confidence": args.confidence,
         "consistent": getattr(args, "consistent", False) or None,
         "series": "epoch" if series else None,
+        "quantiles": getattr(args, "quantiles", None),
+        "buckets": getattr(args, "buckets", None),
     }
 
 
