@@ -335,12 +335,11 @@ class MetricSpec:
         return self._built["m"]
 
     def _make(self) -> Mechanism:
+        if self.mechanism == "auto" and self.serves_distribution:  # auto means Square Wave
+            return replace(self, mechanism=DISTRIBUTION_MECHANISM)._make()
         kind = _KIND[self.kind]
         levels = 1 if self.epsilon_inf is None else 2
-        name = self.mechanism
-        if name == "auto" and self.serves_distribution:
-            name = DISTRIBUTION_MECHANISM
-        name = resolve_auto(name, kind, self.epsilon, self.domain_size, levels)
+        name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels)
         d = self.domain_size if kind == "frequency" else None
         if self.epsilon_inf is not None:
             return longitudinal(
