@@ -43,7 +43,7 @@ from tests.support.servers import ANALYST_KEY
 CASES = 1000
 #: What a schema-valid query can still be refused for (ldp_server.problems.CODES).
 SEMANTIC_422 = {"bad_window", "bad_date", "window_too_large", "unknown_category", "bad_compare",
-                "invalid_request"}
+                "invalid_request", "bad_quantiles"}
 COUNTS = CaseCounts()
 
 
