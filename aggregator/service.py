@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from starlette.concurrency import run_in_threadpool
-
 from aggregator.decide import decide
 from aggregator.poisoning import estimate_signals
 from aggregator.problems import Problem
@@ -72,14 +70,8 @@ async def estimate_response(
         "last_epoch": window.epochs[-1] if window.epochs else None,
     }
     out["confidence"] = options.confidence
-    # The whole window: a memoised metric's stderr counts the epochs with data.  A
-    # distribution's EM runs in a worker thread (one per request; series rows skip it).
-    if spec.serves_distribution:
-        out.update(await run_in_threadpool(estimate_json, spec, window.total, window.n,
-                                           options, len(window.epochs)))
-    else:
-        out.update(estimate_json(spec, window.total, window.n, options,
-                                 epochs=len(window.epochs)))
+    # The whole window: a memoised metric's stderr counts the epochs with data.
+    out.update(estimate_json(spec, window.total, window.n, options, epochs=len(window.epochs)))
     out["poisoning"] = await poisoning(
         store, spec, window.epochs, window.total, window.n, per_epoch=window.per_epoch
     )
@@ -88,7 +80,7 @@ async def estimate_response(
             {
                 "epoch": epoch,
                 "start_time": epoch * spec.epoch_seconds,
-                **estimate_json(spec, vector, n, options, distribution=False),
+                **estimate_json(spec, vector, n, options),
             }
             for epoch, vector, n in window.per_epoch
         ]

@@ -108,20 +108,21 @@ def estimate_json(
     tallies: tuple[int, ...],
     n: int,
     options: EstimateOptions,
-    epochs: int = 1,
-    *,
-    distribution: bool = True,
+    epochs: int | None = None,
 ) -> dict[str, Any]:
     """{"n", "suppressed", "reason", "estimate"}; ``estimate`` is None when suppressed.
 
     A metric that serves a distribution or quantiles adds them to the estimate
-    (``aggregator.distribution``), unless ``distribution`` is False (the
-    per-epoch series, which keeps one EM per request).
+    of a window (``epochs`` given; ``aggregator.distribution``); the points of a
+    series (``epochs`` None: one epoch each) carry the mean only, so a request
+    runs one EM whatever its number of epochs.
 
     ``epochs``: how many epochs with data ``tallies`` sums; a memoised
     (two-level) metric's stderr grows with it (``aggregator.estimate``), and
     its estimate says so in ``stderr_basis``.
     """
+    window = epochs is not None
+    epochs = 1 if epochs is None else epochs
     reason = suppression_reason(spec, n)
     out: dict[str, Any] = {"n": n, "suppressed": reason is not None, "reason": reason}
     if reason is not None:
@@ -160,7 +161,7 @@ def estimate_json(
             "ci_high": _num(e.ci_high),
             "quantity": "mean" if spec.kind == "numeric" else "proportion of true",
         }
-        if distribution and spec.serves_distribution and isinstance(m, SquareWave):
+        if window and spec.serves_distribution and isinstance(m, SquareWave):
             out["estimate"].update(_distribution_json(spec, m, tallies, n, options))
     out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
     out["confidence"] = options.confidence

@@ -50,6 +50,10 @@ Since = Annotated[
 ]
 Confidence = Annotated[float, Query(gt=0.5, lt=1.0, description="e.g. 0.95")]
 Version = Annotated[int | None, Query(ge=1, description="metric version; default latest")]
+Format = Annotated[
+    Literal["json", "csv", "jsonl"] | None,
+    Query(description="json (default), csv or jsonl; else the Accept header decides"),
+]
 Quantiles = Annotated[
     str | None,
     Query(max_length=200, description="a distribution metric's quantiles, comma-separated "
@@ -62,11 +66,6 @@ Buckets = Annotated[
 #: At most this many quantiles per request (each inverts the CDF on a fine grid).
 MAX_QUANTILES = 20
 MAX_BUCKETS = 64
-
-Format = Annotated[
-    Literal["json", "csv", "jsonl"] | None,
-    Query(description="json (default), csv or jsonl; else the Accept header decides"),
-]
 
 _EXPORTS: dict[int | str, dict[str, Any]] = {
     200: {
@@ -129,17 +128,16 @@ async def get_estimate(
     confidence: Confidence = 0.95,
     consistent: bool = False,
     simultaneous: bool = False,
+    quantiles: Quantiles = None,
+    buckets: Buckets = None,
     series: Literal["epoch"] | None = None,
     version: Version = None,
     format: Format = None,
-    quantiles: Quantiles = None,
-    buckets: Buckets = None,
 ) -> dict[str, Any] | Response:
-    """The estimate over epochs [start, end) (default: every epoch with data); a
-    numeric metric that serves them adds its distribution and quantiles."""
+    """The estimate over epochs [start, end) (default: every epoch with data)."""
     spec = await load_spec(store, name, version)
-    asked = distribution_options(spec, quantiles, buckets)
     window = resolve_window(spec, start, end, since)
+    asked = distribution_options(spec, quantiles, buckets)  # a distribution metric's asks
     body = await estimate_response(
         store,
         spec,
