@@ -156,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("name")
     _window(est)
     est.add_argument("--consistent", action="store_true", help="add the consistent values")
+    est.add_argument("--quantiles", help="a distribution metric's quantiles, e.g. 0.5,0.9,0.99")
+    est.add_argument("--buckets", type=int, help="a distribution metric's buckets (default 16)")
     est.add_argument("--json", action="store_true", help="the raw JSON (= --format json)")
     est.add_argument(
         "--format", choices=("table", "json", "csv", "jsonl"), default="table",
@@ -163,8 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
         "with --series)",
     )
     est.add_argument("--series", action="store_true", help="also one line per epoch")
-    est.add_argument("--quantiles", help="a distribution metric's quantiles, e.g. 0.5,0.9,0.99")
-    est.add_argument("--buckets", type=int, help="a distribution metric's buckets (default 16)")
     add_connection_arguments(est, "aggregator")
     est.set_defaults(handler=_query("cmd_estimate"))
 
