@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ldp_core.base import Mechanism
 from ldp_core.mechanisms.square_wave import SquareWave
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "bootstrap_masses",
     "cdf_knots",
     "cdf_of_masses",
+    "distribution_json",
     "ems",
     "estimate_distribution",
     "wasserstein1",
@@ -298,6 +300,31 @@ def estimate_distribution(
         confidence=confidence, edges=np.linspace(m.lo, m.hi, buckets + 1),
         quantiles_asked=tuple(float(q) for q in quantiles),
     )
+
+
+def distribution_json(
+    statistics: Sequence[str], m: Mechanism, tallies: Sequence[int], n: int, confidence: float,
+    quantiles: Sequence[float] = DEFAULT_QUANTILES, buckets: int = 16,
+) -> dict[str, Any]:
+    """The API's "distribution" and "quantiles" members, as a metric's ``statistics`` ask.
+
+    >>> from ldp_core import mechanism
+    >>> m = mechanism("square_wave", epsilon=4.0, lo=0.0, hi=1.0)
+    >>> t = m.simulate_tallies(np.linspace(0, 1, 500), 1, np.random.default_rng(0))[0]
+    >>> sorted(distribution_json(["quantiles"], m, t, 500, 0.95))
+    ['quantiles']
+    """
+    if not isinstance(m, SquareWave):
+        raise ValueError(f"{m.name} estimates no distribution; square_wave does")
+    d = estimate_distribution(m, tallies, n, confidence, quantiles=quantiles,
+                              buckets=min(buckets, m.k))
+    body = d.to_json()
+    out: dict[str, Any] = {}
+    if "distribution" in statistics:
+        out["distribution"] = {key: body[key] for key in ("buckets", "grid_points", "method")}
+    if "quantiles" in statistics:
+        out["quantiles"] = body["quantiles"]
+    return out
 
 
 def bootstrap_masses(m: SquareWave, masses: Floats, n: int, replicates: int,

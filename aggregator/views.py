@@ -12,9 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from aggregator.distribution import DEFAULT_QUANTILES, estimate_distribution
+from aggregator.distribution import DEFAULT_QUANTILES, distribution_json
 from aggregator.estimate import FrequencyEstimate, estimate
-from ldp_core.mechanisms.square_wave import SquareWave
 from ldp_core.metric import MetricSpec
 
 __all__ = [
@@ -88,21 +87,6 @@ def stderr_basis(levels: int, epochs: int) -> str:
     return f"memoised: correlated reports of one device over {epochs} epochs with data (bound)"
 
 
-def _distribution_json(
-    spec: MetricSpec, m: SquareWave, tallies: tuple[int, ...], n: int, options: EstimateOptions
-) -> dict[str, Any]:
-    """The "distribution" and "quantiles" members the metric's statistics ask for."""
-    d = estimate_distribution(m, list(tallies), n, options.confidence,
-                              quantiles=options.quantiles, buckets=min(options.buckets, m.k))
-    body = d.to_json()
-    out: dict[str, Any] = {}
-    if "distribution" in spec.statistics:
-        out["distribution"] = {key: body[key] for key in ("buckets", "grid_points", "method")}
-    if "quantiles" in spec.statistics:
-        out["quantiles"] = body["quantiles"]
-    return out
-
-
 def estimate_json(
     spec: MetricSpec,
     tallies: tuple[int, ...],
@@ -161,8 +145,10 @@ def estimate_json(
             "ci_high": _num(e.ci_high),
             "quantity": "mean" if spec.kind == "numeric" else "proportion of true",
         }
-        if window and spec.serves_distribution and isinstance(m, SquareWave):
-            out["estimate"].update(_distribution_json(spec, m, tallies, n, options))
+        if window and spec.serves_distribution:
+            out["estimate"].update(distribution_json(
+                spec.statistics, m, tallies, n, options.confidence, options.quantiles,
+                options.buckets))
     out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
     out["confidence"] = options.confidence
     out["simultaneous"] = options.simultaneous and m.kind == "frequency"
