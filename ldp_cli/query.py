@@ -50,8 +50,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         spec["domain"] = [v.strip() for v in (args.domain or "").split(",") if v.strip()]
     if args.kind == "numeric":
         spec["lo"], spec["hi"] = args.lo, args.hi
-        if getattr(args, "statistics", None):
-            spec["statistics"] = [v.strip() for v in args.statistics.split(",") if v.strip()]
+    if getattr(args, "statistics", None):  # the server refuses it for a non-numeric kind
+        spec["statistics"] = [v.strip() for v in args.statistics.split(",") if v.strip()]
     if args.epsilon_inf is not None:
         spec["longitudinal"] = {"epsilon_inf": args.epsilon_inf}
     return spec

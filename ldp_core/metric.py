@@ -311,6 +311,7 @@ class MetricSpec:
             out["domain"] = list(self.domain)
         if self.kind == "numeric":
             out["lo"], out["hi"] = self.lo, self.hi
+        if self.statistics:  # a numeric metric's
             out["statistics"] = list(self.statistics)
         if self.epsilon_inf is not None:
             out["longitudinal"] = {"epsilon_inf": self.epsilon_inf}
