@@ -4,7 +4,9 @@ No script and no network: the page inlines these SVGs and styles them with
 the package's own stylesheet.  Each drawn value is one ``rect.bar`` and one
 ``line.ci`` (its interval); a series is a ``path.band`` (the intervals), a
 ``polyline.line`` and one ``circle.point`` per shown epoch, and each
-suppressed epoch is a ``rect.suppressed-epoch``.
+suppressed epoch is a ``rect.suppressed-epoch``.  A distribution is a
+``path.band`` (each bucket's interval), a ``polyline.line`` (the smoothed
+shape) and, per quantile, a ``line.quantile`` over a ``rect.quantile-ci``.
 
 >>> svg = bar_chart([Bar("a", 0.5, 0.4, 0.6), Bar("b", -0.01, -0.05, 0.03)])
 >>> svg.count('class="bar"'), svg.count('class="ci"')
@@ -18,7 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["Bar", "Point", "bar_chart", "nice_ticks", "series_chart", "tick_label"]
+__all__ = [
+    "Bar",
+    "Bucket",
+    "Point",
+    "Quantile",
+    "bar_chart",
+    "distribution_chart",
+    "nice_ticks",
+    "series_chart",
+    "tick_label",
+]
 
 WIDTH = 760
 LABEL_W = 170
@@ -47,6 +59,28 @@ class Point:
     low: float | None
     high: float | None
     note: str
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One histogram bucket [low, high): its share, interval and smoothed share."""
+
+    low: float
+    high: float
+    value: float
+    ci_low: float
+    ci_high: float
+    smoothed: float
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """One estimated quantile q with its interval."""
+
+    q: float
+    value: float
+    ci_low: float
+    ci_high: float
 
 
 def _fmt(x: float) -> str:
@@ -258,4 +292,68 @@ def series_chart(
             f"{escape(points[i].label)}</text>"
         )
     parts.append("</svg>")
+    return "".join(parts)
+
+
+def distribution_chart(buckets: Sequence[Bucket], quantiles: Sequence[Quantile],
+                       *, title: str) -> str:
+    """The share per bucket over the value axis: the interval band, the smoothed shape
+    as a step line, and each quantile as a marked line over its interval.
+
+    >>> svg = distribution_chart([Bucket(0, 5, 0.3, 0.2, 0.4, 0.31), Bucket(5, 10, 0.7, 0.6,
+    ...     0.8, 0.69)], [Quantile(0.5, 6.1, 5.5, 6.8)], title="minutes")
+    >>> svg.count('class="band"'), svg.count('class="quantile"'), svg.count('class="quantile-ci"')
+    (1, 1, 1)
+    """
+    lo, hi = buckets[0].low, buckets[-1].high
+    ticks_y = nice_ticks(0.0, max([b.ci_high for b in buckets] + [b.smoothed for b in buckets]))
+    ticks_x = nice_ticks(lo, hi, 7)
+    top_y = ticks_y[-1]
+    height = 260
+    left, right, top, bottom = 64.0, WIDTH - 16.0, 24.0, height - 40.0
+
+    def x(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * (right - left)
+
+    def y(v: float) -> float:
+        return bottom - (min(max(v, 0.0), top_y) / top_y) * (bottom - top)
+
+    parts = [_svg_open("distribution", height, title)]
+    for t in ticks_y:
+        parts.append(
+            f'<line class="grid" x1="{left}" x2="{right}" y1="{y(t):.1f}" y2="{y(t):.1f}"></line>'
+            f'<text class="tick" x="{left - 8}" y="{y(t) + 4:.1f}" text-anchor="end">'
+            f"{tick_label(t, ticks_y)}</text>"
+        )
+    for t in ticks_x:
+        if lo <= t <= hi:
+            parts.append(
+                f'<text class="tick" x="{x(t):.1f}" y="{bottom + 18}" text-anchor="middle">'
+                f"{tick_label(t, ticks_x)}</text>"
+            )
+    for q in quantiles:
+        tip = f"p{q.q * 100:g}: {_fmt(q.value)} [{_fmt(q.ci_low)}, {_fmt(q.ci_high)}]"
+        parts.append(
+            f'<g class="quantile-mark"><title>{escape(tip)}</title>'
+            f'<rect class="quantile-ci" x="{x(q.ci_low):.1f}" y="{top}" '
+            f'width="{max(x(q.ci_high) - x(q.ci_low), 1.0):.1f}" height="{bottom - top}"></rect>'
+            f'<line class="quantile" x1="{x(q.value):.1f}" x2="{x(q.value):.1f}" y1="{top}" '
+            f'y2="{bottom}"></line>'
+            f'<text class="tick" x="{x(q.value):.1f}" y="{top - 6}" text-anchor="middle">'
+            f"p{q.q * 100:g}</text></g>"
+        )
+    upper = [f"{x(v):.1f},{y(b.ci_high):.1f}" for b in buckets for v in (b.low, b.high)]
+    lower = [f"{x(v):.1f},{y(b.ci_low):.1f}" for b in reversed(buckets) for v in (b.high, b.low)]
+    parts.append(f'<path class="band" d="M{" L".join(upper + lower)} Z"></path>')
+    line = " ".join(f"{x(v):.1f},{y(b.smoothed):.1f}" for b in buckets for v in (b.low, b.high))
+    parts.append(f'<polyline class="line" points="{line}"></polyline>')
+    for b in buckets:
+        tip = (f"[{_fmt(b.low)}, {_fmt(b.high)}): {_fmt(b.value)} "
+               f"[{_fmt(b.ci_low)}, {_fmt(b.ci_high)}], smoothed {_fmt(b.smoothed)}")
+        parts.append(
+            f'<rect class="bucket" x="{x(b.low):.1f}" y="{top}" width="{x(b.high) - x(b.low):.1f}" '
+            f'height="{bottom - top}"><title>{escape(tip)}</title></rect>'
+        )
+    parts.append(f'<line class="axis" x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}"></line>'
+                 "</svg>")
     return "".join(parts)

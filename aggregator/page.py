@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from aggregator.charts import Bar, Point, bar_chart, series_chart
+from aggregator.charts import (
+    Bar,
+    Bucket,
+    Point,
+    Quantile,
+    bar_chart,
+    distribution_chart,
+    series_chart,
+)
 
 __all__ = ["login_page", "metrics_page"]
 
@@ -69,6 +77,25 @@ def _bars(body: dict[str, Any]) -> tuple[str, str]:
     row = Bar("mean", est["value"] or 0.0, est["ci_low"] or 0.0, est["ci_high"] or 0.0)
     return bar_chart([row], floor=min(0.0, body["lo"]), ceil=body["hi"]), (
         f"estimated mean, in [{body['lo']:g}, {body['hi']:g}]"
+    )
+
+
+def _distribution(body: dict[str, Any]) -> str:
+    """A numeric metric's distribution with its quantiles marked ("" when it serves none)."""
+    est = body.get("estimate") or {}
+    rows = (est.get("distribution") or {}).get("buckets") or []
+    if not rows:
+        return ""
+    buckets = [Bucket(b["low"], b["high"], b["value"] or 0.0, b["ci_low"] or 0.0,
+                      b["ci_high"] or 0.0, b["smoothed"] or 0.0) for b in rows]
+    marks = [Quantile(q["q"], q["value"], q["ci_low"], q["ci_high"])
+             for q in est.get("quantiles") or []]
+    conf = int(body["confidence"] * 100)
+    caption = (f"distribution: share per bucket (band: {conf}% intervals; line: smoothed "
+               "shape)" + (f"; dashed: quantiles over their {conf}% intervals" if marks else ""))
+    return (
+        f'<figure class="distribution-figure"><figcaption>{escape(caption)}</figcaption>'
+        f"{distribution_chart(buckets, marks, title=caption)}</figure>"
     )
 
 
@@ -145,7 +172,7 @@ def _section(body: dict[str, Any], extra: str = "") -> str:
         caption += f" (bar: unbiased estimate; line: {int(body['confidence'] * 100)}% interval)"
         main = (
             f'<figure class="bars-figure"><figcaption>{escape(caption)}</figcaption>'
-            f"{chart}</figure>"
+            f"{chart}</figure>{_distribution(body)}"
         )
     return (
         f'<section class="metric" id="metric-{name}" data-metric="{name}">'

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aggregator.distribution import DEFAULT_QUANTILES, distribution_json
 from aggregator.estimate import FrequencyEstimate, estimate
 from ldp_core.mechanisms.prefix import PrefixOLH
 from ldp_core.metric import MetricSpec
@@ -34,6 +35,9 @@ class EstimateOptions:
     confidence: float = 0.95
     consistent: bool = False
     simultaneous: bool = False
+    #: A distribution metric's quantiles and histogram buckets.
+    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
+    buckets: int = 16
 
 
 def _num(x: Any) -> float | None:
@@ -127,14 +131,21 @@ def estimate_json(
     tallies: tuple[int, ...],
     n: int,
     options: EstimateOptions,
-    epochs: int = 1,
+    epochs: int | None = None,
 ) -> dict[str, Any]:
     """{"n", "suppressed", "reason", "estimate"}; ``estimate`` is None when suppressed.
+
+    A metric that serves a distribution or quantiles adds them to the estimate
+    of a window (``epochs`` given; ``aggregator.distribution``); the points of a
+    series (``epochs`` None: one epoch each) carry the mean only, so a request
+    runs one EM whatever its number of epochs.
 
     ``epochs``: how many epochs with data ``tallies`` sums; a memoised
     (two-level) metric's stderr grows with it (``aggregator.estimate``), and
     its estimate says so in ``stderr_basis``.
     """
+    window = epochs is not None
+    epochs = 1 if epochs is None else epochs
     reason = suppression_reason(spec, n)
     out: dict[str, Any] = {"n": n, "suppressed": reason is not None, "reason": reason}
     if reason is not None:
@@ -179,6 +190,10 @@ def estimate_json(
             "ci_high": _num(e.ci_high),
             "quantity": "mean" if spec.kind == "numeric" else "proportion of true",
         }
+        if window and spec.serves_distribution:
+            out["estimate"].update(distribution_json(
+                spec.statistics, m, tallies, n, options.confidence, options.quantiles,
+                options.buckets))
     out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
     out["confidence"] = options.confidence
     out["simultaneous"] = options.simultaneous and m.kind == "frequency"

@@ -111,7 +111,8 @@ def _system(args: argparse.Namespace) -> int:
             body: dict[str, Any] = aggregator.get(f"/v1/estimates/{name}")
             true = truth.of(name)
             print()
-            print(format_estimate(body, true))
+            known = truth.values_of(name)
+            print(format_estimate(body, true, values=known))
             if body["n"] > args.devices:
                 print(
                     f"note: the window also holds {body['n'] - args.devices} earlier reports "

@@ -1,14 +1,14 @@
 """The demo's simulated fleet: true values drawn with a seed, reported through the SDK.
 
 Four demo metrics: a boolean (did the app crash today), a categorical with
-20 values on a Zipf(1.1) law (the browser), a numeric mean (minutes in the
-app, in [0, 120]) and a string nobody listed (the search term: Zipf(1.1) over
-SEARCH_TERMS then 300 random words, typed in any case; discovered, not listed).
-Each logical device is a ``client_sdk.Fleet`` device with
-its own secret and ledger, so it reports each metric once per epoch like a
-real phone; every report goes through the real SDK and the collector's HTTP API.
-The true values stay in this process: they are what the estimates are
-compared with, and they are never sent.
+20 values on a Zipf(1.1) law (the browser), a numeric one (minutes in the
+app, in [0, 120]) that serves its mean, distribution and quantiles, and a
+string nobody listed (the search term: Zipf(1.1) over SEARCH_TERMS then 300
+random words, typed in any case; discovered, not listed).  Each logical device
+is a ``client_sdk.Fleet`` device with its own secret and ledger, so it reports
+each metric once per epoch like a real phone; every report goes through the
+real SDK and the collector's HTTP API.  The true values stay in this process:
+they are what the estimates are compared with, and they are never sent.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def demo_specs(min_reports: int) -> list[dict[str, Any]]:
             "kind": "numeric",
             "lo": 0.0,
             "hi": 120.0,
-            "epsilon": 1.0,
+            "statistics": ["mean", "distribution", "quantiles"],
+            "epsilon": 2.0,
             "mechanism": "auto",
             "epoch": "day",
             "unit": "device",
@@ -114,6 +115,10 @@ class Truth:
     @property
     def devices(self) -> int:
         return len(self.crashed)
+
+    def values_of(self, metric: str) -> tuple[float, ...] | None:
+        """A numeric demo metric's true values (for its quantiles and buckets), else None."""
+        return self.minutes if metric == "demo.session_minutes" else None
 
     def of(self, metric: str) -> float | dict[str, float]:
         """The true proportion, shares or mean of a demo metric."""

@@ -127,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--max-length", type=int, help="string: most symbols (default 8)")
     create.add_argument("--alphabet", help="string: e.g. a-z0-9_ or bytes (default a-z)")
     create.add_argument("--mechanism", default="auto")
+    create.add_argument("--statistics", help="numeric: mean,distribution,quantiles "
+                        "(comma-separated; default mean)")
     create.add_argument("--epoch", default="day", choices=("hour", "day"))
     create.add_argument("--unit", default="device")
     create.add_argument("--epsilon-inf", type=float, help="two-level lifetime epsilon")
@@ -142,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("name")
     _window(est)
     est.add_argument("--consistent", action="store_true", help="add the consistent values")
+    est.add_argument("--quantiles", help="a distribution metric's quantiles, e.g. 0.5,0.9,0.99")
+    est.add_argument("--buckets", type=int, help="a distribution metric's buckets (default 16)")
     est.add_argument("--json", action="store_true", help="the raw JSON (= --format json)")
     est.add_argument(
         "--format", choices=("table", "json", "csv", "jsonl"), default="table",

@@ -55,6 +55,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
             value = getattr(args, key, None)
             if value is not None:
                 spec[key] = value
+    if getattr(args, "statistics", None):  # the server refuses it for a non-numeric kind
+        spec["statistics"] = [v.strip() for v in args.statistics.split(",") if v.strip()]
     if args.epsilon_inf is not None:
         spec["longitudinal"] = {"epsilon_inf": args.epsilon_inf}
     return spec
@@ -95,6 +97,8 @@ def estimate_params(args: argparse.Namespace, series: bool = False) -> dict[str,
         "confidence": args.confidence,
         "consistent": getattr(args, "consistent", False) or None,
         "series": "epoch" if series else None,
+        "quantiles": getattr(args, "quantiles", None),
+        "buckets": getattr(args, "buckets", None),
     }
 
 

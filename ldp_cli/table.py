@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["format_estimate", "format_series", "header_lines"]
+__all__ = ["format_distribution", "format_estimate", "format_series", "header_lines"]
 
 
 def _pct(confidence: float) -> str:
@@ -68,8 +68,10 @@ def format_estimate(
     body: Mapping[str, Any],
     truth: Mapping[str, float] | float | None = None,
     limit: int | None = None,
+    values: Sequence[float] | None = None,
 ) -> str:
-    """The header, then one row per value (or the scalar), with the truth if known."""
+    """The header, then one row per value (or the scalar), with the truth if known;
+    a distribution metric's quantiles and buckets after (beside the true ``values``)."""
     lines = header_lines(body)
     if body["suppressed"]:
         lines.append(f"SUPPRESSED: {body['reason']}")
@@ -105,6 +107,64 @@ def format_estimate(
         lines.append(line)
     if limit is not None and body["kind"] == "categorical" and len(est["values"]) > limit:
         lines.append(f"... {len(est['values']) - limit} more values (ldp estimate shows all)")
+    extra = format_distribution(body, values)
+    return "\n".join(lines + ([extra] if extra else []))
+
+
+def _truth_quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of known values (linear interpolation, as numpy's default)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (position - low) * (ordered[high] - ordered[low])
+
+
+def format_distribution(body: Mapping[str, Any], values: Sequence[float] | None = None) -> str:
+    """A numeric metric's quantiles and histogram (when it serves them), beside the
+    truth when the true ``values`` are known (the demo); "" when there are none.
+
+    >>> body = {"confidence": 0.95, "estimate": {
+    ...     "quantiles": [{"q": 0.5, "value": 12.0, "ci_low": 10.0, "ci_high": 14.5}],
+    ...     "distribution": {"buckets": [{"low": 0.0, "high": 60.0, "value": 0.8,
+    ...         "ci_low": 0.7, "ci_high": 0.9, "smoothed": 0.78}]}}}
+    >>> print(format_distribution(body, values=[11.0, 13.0, 70.0]))
+      quantile    estimate  95% interval              truth  inside
+      p50           12.000  [   10.000,    14.500]   13.000  yes
+      bucket                 share  95% interval        truth  smoothed shape
+         0.000 -    60.000   0.800  [ 0.700,  0.900]   0.667  ##############################
+    """
+    est = body.get("estimate") or {}
+    conf = _pct(body["confidence"])
+    lines: list[str] = []
+    known = values is not None and len(values) > 0
+    if est.get("quantiles"):
+        lines.append(f"  {'quantile':<10}{'estimate':>10}  {conf + ' interval':<24}"
+                     + ("  truth  inside" if known else ""))
+        for row in est["quantiles"]:
+            line = (f"  {'p' + format(row['q'] * 100, 'g'):<10}{row['value']:>10.3f}  "
+                    f"[{row['ci_low']:>9.3f}, {row['ci_high']:>9.3f}]")
+            if known:
+                assert values is not None
+                true = _truth_quantile(values, row["q"])
+                inside = "yes" if row["ci_low"] <= true <= row["ci_high"] else "NO"
+                line += f" {true:>8.3f}  {inside}"
+            lines.append(line)
+    if (est.get("distribution") or {}).get("buckets"):
+        buckets = est["distribution"]["buckets"]
+        lines.append(f"  {'bucket':<21}{'share':>7}  {conf + ' interval':<18}"
+                     + (f"{'truth':>7}" if known else "") + "  smoothed shape")
+        top = max(max(b["smoothed"] for b in buckets), 1e-12)
+        for b in buckets:
+            line = (f"  {b['low']:>8.3f} - {b['high']:>9.3f} {b['value']:>7.3f}  "
+                    f"[{b['ci_low']:>6.3f}, {b['ci_high']:>6.3f}]")
+            if known:
+                assert values is not None
+                last = b["high"] == buckets[-1]["high"]
+                share = sum(b["low"] <= v < b["high"] or (last and v == b["high"])
+                            for v in values) / len(values)
+                line += f" {share:>7.3f}"
+            lines.append(line + "  " + "#" * round(30 * b["smoothed"] / top))
     return "\n".join(lines)
 
 

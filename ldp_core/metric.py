@@ -10,6 +10,14 @@ and the resolved mechanism parameters.
 ('grr', 1)
 >>> spec.unit_text()
 'per device, per metric, per day'
+
+A numeric metric says which statistics it serves; a distribution or quantiles
+need Square Wave, which ``auto`` then resolves to:
+
+>>> latency = MetricSpec.from_json({"name": "latency", "kind": "numeric", "lo": 0,
+...     "hi": 500, "epsilon": 1.0, "statistics": ["mean", "quantiles"]})
+>>> latency.mechanism, latency.statistics
+('square_wave', ('mean', 'quantiles'))
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from ldp_core.mechanisms._alphabet import Alphabet
 from ldp_core.mechanisms.mean import check_bounds
 from ldp_core.registry import NAMES, longitudinal, mechanism, names_for, resolve_auto
 
-__all__ = ["EPOCH_SECONDS", "MetricKind", "MetricSpec", "SpecError"]
+__all__ = ["EPOCH_SECONDS", "STATISTICS", "MetricKind", "MetricSpec", "SpecError"]
 
 MetricKind = Literal["boolean", "categorical", "numeric", "string"]
 EPOCH_SECONDS = {"hour": 3600, "day": 86400}
@@ -42,6 +50,11 @@ MAX_SPEC_EPSILON_INF = 20.0
 MAX_COUNTERS_PER_REPORT = 1024
 #: Counters x epochs of one metric over 31 days (hourly OLH at d = 65,536 is 73M).
 MAX_COUNTER_EPOCHS = 1 << 24
+
+#: What a numeric metric can serve; ``DISTRIBUTIONAL`` ones need ``DISTRIBUTION_MECHANISM``.
+STATISTICS = ("mean", "distribution", "quantiles")
+DISTRIBUTIONAL = frozenset({"distribution", "quantiles"})
+DISTRIBUTION_MECHANISM = "square_wave"
 
 #: The estimate each metric kind asks of its mechanism.
 _KIND: dict[str, Kind] = {
@@ -75,6 +88,26 @@ def _check_cost(built: Mechanism, epoch: str) -> None:
             f"{built.num_counters} counters x {epochs} epochs a month is over "
             f"{MAX_COUNTER_EPOCHS}; use a daily epoch or a smaller domain"
         )})
+
+
+def _statistics(kind: str | None, raw: object, errors: dict[str, str]) -> tuple[str, ...]:
+    """A numeric metric's statistics (default ("mean",)); a named error otherwise."""
+    if kind != "numeric":
+        if raw is not None:
+            errors["statistics"] = "only a numeric metric serves statistics"
+        return ()
+    if raw is None:
+        return ("mean",)
+    if (not isinstance(raw, list) or not raw
+            or not all(isinstance(x, str) and x in STATISTICS for x in raw)):
+        errors["statistics"] = (
+            f"must be a non-empty list drawn from {', '.join(STATISTICS)}, got {raw!r}"
+        )
+        return ()
+    if len(set(raw)) != len(raw):
+        errors["statistics"] = "statistics must be distinct"
+        return ()
+    return tuple(raw)
 
 
 #: Unicode categories a label may not hold: controls (NUL included), format
@@ -118,6 +151,8 @@ class MetricSpec:
     max_length: int | None = None
     alphabet: str | None = None
     casefold: bool = True
+    #: A numeric metric's statistics (subset of ``STATISTICS``); () for other kinds.
+    statistics: tuple[str, ...] = ()
     _built: dict[str, Mechanism] = field(default_factory=dict, repr=False, compare=False)
 
     # -- construction ----------------------------------------------------------------
@@ -160,6 +195,7 @@ class MetricSpec:
             "max_length",
             "alphabet",
             "casefold",
+            "statistics",
         }
         for key in data:
             if key not in known:
@@ -221,6 +257,13 @@ class MetricSpec:
                     errors["max_length" if "max_length" in str(exc) else "alphabet"] = str(exc)
         elif any(key in data for key in ("max_length", "alphabet", "casefold")):
             errors["kind"] = "max_length, alphabet and casefold belong to a string metric"
+        statistics = _statistics(kind, data.get("statistics"), errors)
+        if (DISTRIBUTIONAL & set(statistics) and "mechanism" not in errors
+                and mech not in ("auto", DISTRIBUTION_MECHANISM)):
+            errors["mechanism"] = (
+                f"{mech!r} serves only the mean; a distribution or quantiles need "
+                f"{DISTRIBUTION_MECHANISM!r} (or 'auto')"
+            )
         epoch = _text(data.get("epoch", "day"))
         if epoch not in EPOCH_SECONDS:
             errors["epoch"] = f"must be 'hour' or 'day', got {data.get('epoch')!r}"
@@ -271,6 +314,7 @@ class MetricSpec:
             max_length=max_length if kind == "string" else None,
             alphabet=alphabet if kind == "string" else None,
             casefold=casefold,
+            statistics=statistics,
         )
         try:
             built = spec.build()
@@ -298,12 +342,19 @@ class MetricSpec:
         if self.kind == "string":
             out["max_length"], out["alphabet"] = self.max_length, self.alphabet
             out["casefold"] = self.casefold
+        if self.statistics:  # a numeric metric's
+            out["statistics"] = list(self.statistics)
         if self.epsilon_inf is not None:
             out["longitudinal"] = {"epsilon_inf": self.epsilon_inf}
         out["params"] = self.build().describe()
         return out
 
     # -- what the parts use ------------------------------------------------------------
+
+    @property
+    def serves_distribution(self) -> bool:
+        """Whether the metric answers a distribution or quantiles (not only the mean)."""
+        return bool(DISTRIBUTIONAL & set(self.statistics))
 
     @property
     def domain_size(self) -> int:
@@ -316,6 +367,8 @@ class MetricSpec:
         return self._built["m"]
 
     def _make(self) -> Mechanism:
+        if self.mechanism == "auto" and self.serves_distribution:  # auto means Square Wave
+            return replace(self, mechanism=DISTRIBUTION_MECHANISM)._make()
         kind = _KIND[self.kind]
         levels = 1 if self.epsilon_inf is None else 2
         name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels,

@@ -31,6 +31,7 @@ from ldp_core.mechanisms import (
     piecewise_memo,
     prefix,
     sketch,
+    square_wave,
     unary,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
 #: Every family module; a new mechanism is one module and one entry here.
 FAMILIES = (
     binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo, prefix,
+    square_wave,
 )
 
 _ONE: dict[str, type[Mechanism]] = {
@@ -197,7 +199,8 @@ def mechanism(
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
     - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``cms`` and
       ``hcms`` (optional ``buckets=``), ``auto``: ``epsilon=``, ``domain_size=``
-    - ``one_bit_mean``, ``piecewise``, ``hybrid``: ``epsilon=``, ``lo=``, ``hi=``
+    - ``one_bit_mean``, ``piecewise``, ``hybrid``, ``square_wave``: ``epsilon=``, ``lo=``,
+      ``hi=``
     - ``prefix_olh`` (strings): ``epsilon=``, optional ``max_length=`` (6),
       ``alphabet=`` ("a-z", or "bytes") and ``casefold=`` (True)
     """

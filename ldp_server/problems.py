@@ -80,6 +80,7 @@ CODES: dict[str, str] = {
     "(ask a shorter window, or the series in pages)",
     "unknown_category": "a compared value is not a category of the metric",
     "bad_compare": "the comparison asked does not fit the metric's kind",
+    "bad_quantiles": "quantiles= or buckets= is malformed, or the metric serves no distribution",
     # the server
     "store_unavailable": "Redis did not answer; retry after Retry-After seconds",
     "http_error": "any other HTTP error of the framework",

@@ -66,6 +66,18 @@ Format = Annotated[
     Literal["json", "csv", "jsonl"] | None,
     Query(description="json (default), csv or jsonl; else the Accept header decides"),
 ]
+Quantiles = Annotated[
+    str | None,
+    Query(max_length=200, description="a distribution metric's quantiles, comma-separated "
+          "in (0, 1), e.g. 0.5,0.9,0.99 (the default)"),
+]
+Buckets = Annotated[
+    int | None,
+    Query(description="a distribution metric's histogram buckets (default 16)"),
+]
+#: At most this many quantiles per request (each inverts the CDF on a fine grid).
+MAX_QUANTILES = 20
+MAX_BUCKETS = 64
 
 _EXPORTS: dict[int | str, dict[str, Any]] = {
     200: {
@@ -76,6 +88,33 @@ _EXPORTS: dict[int | str, dict[str, Any]] = {
         },
     }
 }
+
+
+def distribution_options(
+    spec: MetricSpec, quantiles: str | None, buckets: int | None
+) -> dict[str, Any]:
+    """The quantiles and buckets asked, else 422 ``bad_quantiles``."""
+    if quantiles is None and buckets is None:
+        return {}
+    if not spec.serves_distribution:
+        raise Problem(422, "bad_quantiles",
+                      f"metric {spec.name!r} serves no distribution or quantiles")
+    out: dict[str, Any] = {}
+    if quantiles is not None:
+        try:
+            asked = tuple(float(q) for q in quantiles.split(","))
+        except ValueError:
+            asked = ()
+        if not asked or len(asked) > MAX_QUANTILES or not all(0 < q < 1 for q in asked):
+            raise Problem(422, "bad_quantiles", f"quantiles must be 1 to {MAX_QUANTILES} "
+                          f"comma-separated numbers in (0, 1), got {quantiles!r}")
+        out["quantiles"] = asked
+    if buckets is not None:
+        if not 1 <= buckets <= MAX_BUCKETS:
+            raise Problem(422, "bad_quantiles",
+                          f"buckets must be in [1, {MAX_BUCKETS}], got {buckets}")
+        out["buckets"] = buckets
+    return out
 
 
 def resolve_window(
@@ -101,6 +140,8 @@ async def get_estimate(
     confidence: Confidence = 0.95,
     consistent: bool = False,
     simultaneous: bool = False,
+    quantiles: Quantiles = None,
+    buckets: Buckets = None,
     series: Literal["epoch"] | None = None,
     version: Version = None,
     format: Format = None,
@@ -117,12 +158,13 @@ async def get_estimate(
         raise Problem(422, "invalid_request", "limit and cursor page a series: add series=epoch")
     spec = await load_spec(store, name, version)
     window = resolve_window(spec, start, end, since)
+    asked = distribution_options(spec, quantiles, buckets)  # a distribution metric's asks
     body = await estimate_response(
         store,
         spec,
         start=window.start,
         end=window.end,
-        options=EstimateOptions(confidence, consistent, simultaneous),
+        options=EstimateOptions(confidence, consistent, simultaneous, **asked),
         series=series == "epoch",
         max_epochs=settings.max_epochs,
         bound=settings.read_bound,

@@ -46,6 +46,9 @@ SEMANTIC_422 = {"bad_window", "bad_date", "window_too_large", "window_too_costly
                 "unknown_category", "bad_compare", "invalid_request"}
 COUNTS = CaseCounts()
 
+# quantiles= or buckets= asked of a metric that serves no distribution.
+SEMANTIC_422.add("bad_quantiles")
+
 
 @pytest.fixture(scope="module")
 def aggregator_schema(redis_server: RedisServer) -> Iterator[Any]:
