@@ -8,7 +8,7 @@
  *   toHex(sha256(utf8("abc")))  // "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
  */
 
-import { K as K64, PRIMES, fractions } from "./sha384.js";
+import { K as K64, PRIMES, digest, fractions } from "./sha384.js";
 
 // FIPS 180-4 §4.2.2 and §5.3.3: SHA-256's constants are the first 32 fractional bits of the
 // cube roots of the first 64 primes and of the square roots of the first 8, the high words
@@ -43,22 +43,7 @@ function compress(state: Uint32Array, data: Uint8Array, offset: number): void {
 
 /** SHA-256 of the concatenation of ``parts``. */
 export function sha256(...parts: Uint8Array[]): Uint8Array {
-  const state = IV.slice();
-  let total = 0;
-  for (const p of parts) total += p.length;
-  const padded = (total + 9 + 63) & ~63;
-  const buf = new Uint8Array(padded);
-  let at = 0;
-  for (const p of parts) { buf.set(p, at); at += p.length; }
-  buf[total] = 0x80;
-  const view = new DataView(buf.buffer);
-  view.setUint32(padded - 8, Math.floor(total / 0x20000000));
-  view.setUint32(padded - 4, (total << 3) >>> 0);
-  for (let off = 0; off < padded; off += 64) compress(state, buf, off);
-  const out = new Uint8Array(32);
-  const ov = new DataView(out.buffer);
-  for (let i = 0; i < 8; i++) ov.setUint32(4 * i, state[i]);
-  return out;
+  return digest(parts, IV.slice(), 64, 8, compress);
 }
 
 /** HMAC-SHA256(key, concatenation of ``parts``). */

@@ -89,10 +89,18 @@ function compress(h: Uint32Array, data: Uint8Array, off: number): void {
 
 /** SHA-384 of the concatenation of ``parts``. */
 export function sha384(...parts: Uint8Array[]): Uint8Array {
-  const h = H384.slice();
+  return digest(parts, H384.slice(), 128, 12, compress);
+}
+
+/**
+ * FIPS 180-4 §5.1 padding and the Merkle-Damgard loop, shared with SHA-256: ``block`` bytes per
+ * block (its length field is block / 8 bytes), ``words`` 32-bit words of ``state`` out.
+ */
+export function digest(parts: Uint8Array[], state: Uint32Array, block: number, words: number,
+                       step: (h: Uint32Array, data: Uint8Array, off: number) => void): Uint8Array {
   let total = 0;
   for (const p of parts) total += p.length;
-  const padded = (total + 17 + 127) & ~127;
+  const padded = (total + 1 + block / 8 + block - 1) & -block;
   const buf = new Uint8Array(padded);
   let at = 0;
   for (const p of parts) { buf.set(p, at); at += p.length; }
@@ -100,9 +108,9 @@ export function sha384(...parts: Uint8Array[]): Uint8Array {
   const view = new DataView(buf.buffer);
   view.setUint32(padded - 8, Math.floor(total / 0x20000000));
   view.setUint32(padded - 4, (total << 3) >>> 0);
-  for (let off = 0; off < padded; off += 128) compress(h, buf, off);
-  const out = new Uint8Array(48);
+  for (let off = 0; off < padded; off += block) step(state, buf, off);
+  const out = new Uint8Array(4 * words);
   const ov = new DataView(out.buffer);
-  for (let i = 0; i < 12; i++) ov.setUint32(4 * i, h[i]);
+  for (let i = 0; i < words; i++) ov.setUint32(4 * i, state[i]);
   return out;
 }
