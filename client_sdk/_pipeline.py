@@ -347,8 +347,7 @@ class Pipeline(Sender):
             dropped = self.store.write(rows)
         except Exception as exc:
             log.warning("spool write failed: %s", type(exc).__name__)
-            self._dropped["storage_error"] += len(rows)
-            self.store.refund(rows)  # they never left the device
+            self._dropped["storage_error"] += len(rows)  # ``write`` gave their charges back
             dropped = 0
         if dropped:
             self._dropped["spool_full"] += dropped

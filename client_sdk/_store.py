@@ -175,13 +175,20 @@ class Store:
 
     def write(self, rows: Sequence[Row]) -> int:
         """Spool ``rows`` in one transaction; returns how many old reports the quotas
-        dropped."""
+        dropped.  If the rows cannot be written, their charges are given back and the
+        error is raised."""
         with self._lock:
-            if len(rows) == 1:
-                self._conn.execute(_INSERT, _values(rows[0]))
-            else:
-                with self.transaction() as conn:
-                    conn.executemany(_INSERT, [_values(r) for r in rows])
+            try:
+                if len(rows) == 1:
+                    self._conn.execute(_INSERT, _values(rows[0]))
+                else:
+                    with self.transaction() as conn:
+                        conn.executemany(_INSERT, [_values(r) for r in rows])
+            except BaseException:
+                # Not written, so never to be sent: their charges go back.  (A failure
+                # after the commit, in the quota trim, must not refund rows now spooled.)
+                self._refund_all(rows)
+                raise
             return self.added(rows)
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
@@ -205,8 +212,8 @@ class Store:
         self._resync()
         return dropped
 
-    def refund(self, rows: Sequence[Row]) -> None:
-        """Give back the charges of reports that were never written (a spool write
+    def _refund_all(self, rows: Sequence[Row]) -> None:
+        """Give back the charges of reports that were never written (their spool write
         failed); best effort: if the file cannot be written they stay charged."""
         with contextlib.suppress(sqlite3.Error, OSError), self.transaction() as conn:
             for row in rows:

@@ -8,6 +8,7 @@ the real collector are in test_sdk_e2e.py.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -379,3 +380,32 @@ def test_transport_failures_never_reach_the_app(tmp_path: Path) -> None:
     finally:
         assert not c.close(0.2)
     assert len(spool_rows(tmp_path)) == 5
+
+
+def test_reports_whose_spool_write_fails_give_their_units_back(tmp_path: Path) -> None:
+    """durability "batch": the ledger charges at record, the spool is written later.  A
+    spool write that fails (here a real sqlite trigger refusing inserts, as a full disk
+    would) leaves nothing to send, so the charges go back; the units record again."""
+    c = Client("http://127.0.0.1:1", api_key=KEY, state_dir=tmp_path, metrics=many_metrics(3),
+               background=False, delivery=DeliveryConfig(durability="batch"))
+    try:
+        conn = sqlite3.connect(tmp_path / "spool.sqlite3")
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON spool"
+                     " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        conn.commit()
+        record_many(c, 3)
+        assert {u.metric: u.reports for u in c.privacy_report().units} == {
+            "m0": 1, "m1": 1, "m2": 1}
+        c.flush(0)                                  # the buffered rows are written: refused
+        assert c.counters().dropped == {"storage_error": 3}
+        assert spool_rows(tmp_path) == []
+        spent = {u.metric: (u.reports, u.spent) for u in c.privacy_report().units}
+        assert spent == {f"m{i}": (0, 0.0) for i in range(3)}, spent
+        conn.execute("DROP TRIGGER full")
+        conn.commit()
+        conn.close()
+        record_many(c, 3)                           # the units are free again
+        c.flush(0)
+        assert len(spool_rows(tmp_path)) == 3
+    finally:
+        c.close(0)
