@@ -33,6 +33,8 @@ __all__ = ["MAX_CODE", "Alphabet"]
 
 #: Codes stay below 2**62 so that numpy's int64 holds them (a-z: 13 letters).
 MAX_CODE = 1 << 62
+#: The longest string any alphabet can allow (the smallest base is 2, and B**L <= 2**62).
+MAX_LENGTH = 62
 _RANGE = re.compile(r"(.)-(.)", re.DOTALL)
 
 
@@ -64,7 +66,12 @@ class Alphabet:
 
     @classmethod
     def parse(cls, spec: str, max_length: int, casefold: bool = True) -> Alphabet:
-        """Check the parameters; every bad one is a ValueError naming it."""
+        """Check the parameters; every bad one is a ValueError naming it.
+
+        >>> Alphabet.parse("a-z", 10**8)
+        Traceback (most recent call last):
+        ValueError: max_length must be an integer in [1, 62], got 100000000
+        """
         if not isinstance(spec, str) or not spec or len(spec) > 256:
             raise ValueError(f"alphabet must be 'bytes' or symbols such as 'a-z', got {spec!r}")
         symbols = () if spec == "bytes" else _expand(spec)
@@ -74,8 +81,12 @@ class Alphabet:
             raise ValueError(f"alphabet {spec!r} holds a symbol that is not in NFC")
         if casefold and any(s.casefold() != s for s in symbols):
             raise ValueError(f"alphabet {spec!r} holds a symbol that case-folding removes")
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(f"max_length must be an integer >= 1, got {max_length!r}")
+        # Checked before B**L is ever computed: a max_length of 10**8 would stall the
+        # thread computing it.  B >= 2, so B**L <= 2**62 needs L <= 62 anyway.
+        if (isinstance(max_length, bool) or not isinstance(max_length, int)
+                or not 1 <= max_length <= MAX_LENGTH):
+            raise ValueError(
+                f"max_length must be an integer in [1, {MAX_LENGTH}], got {max_length!r}")
         made = cls(spec, max_length, bool(casefold), symbols)
         if made.size > MAX_CODE:
             raise ValueError(
