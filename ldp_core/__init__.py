@@ -18,7 +18,8 @@ from ldp_core.mechanisms._two_level import TwoLevel
 from ldp_core.mechanisms.binary import BinaryRR, ForcedResponse, LongitudinalBinaryRR
 from ldp_core.mechanisms.grr import GRR, LongitudinalGRR
 from ldp_core.mechanisms.mean import LongitudinalOneBitMean, OneBitMean
-from ldp_core.mechanisms.olh import OLH, LongitudinalOLH
+from ldp_core.mechanisms.olh import OLH
+from ldp_core.mechanisms.olh_memo import LongitudinalOLH
 from ldp_core.mechanisms.unary import OUE, SUE, LongitudinalOUE, LongitudinalSUE, UnaryEncoding
 from ldp_core.registry import NAMES, AutoChoice, auto_choice, longitudinal, mechanism
 

@@ -27,6 +27,7 @@ from ldp_core.mechanisms import (
     hybrid,
     mean,
     olh,
+    olh_memo,
     piecewise,
     piecewise_memo,
     prefix,
@@ -49,8 +50,8 @@ __all__ = [
 
 #: Every family module; a new mechanism is one module and one entry here.
 FAMILIES = (
-    binary, grr, unary, olh, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo, prefix,
-    square_wave,
+    binary, grr, unary, olh, olh_memo, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo,
+    prefix, square_wave,
 )
 
 _ONE: dict[str, type[Mechanism]] = {
