@@ -108,6 +108,15 @@ def test_vectors_match_the_python_core() -> None:
     assert fresh == committed, "stale sdk-js/test/vectors.json: run sdk-js/scripts/gen_vectors.py"
 
 
+def test_casefold_table_matches_python() -> None:
+    """sdk-js/src/casefold.ts is Python's casefold where it is not lower (this Python's
+    Unicode); the vectors then check the JS fold of every such code point."""
+    fresh = subprocess.run([sys.executable, str(SDK / "scripts" / "gen_casefold.py")],
+                           capture_output=True, text=True, check=True, timeout=120).stdout
+    committed = (SDK / "src" / "casefold.ts").read_text()
+    assert fresh == committed, "stale sdk-js/src/casefold.ts: run sdk-js/scripts/gen_casefold.py"
+
+
 @pytest.fixture(scope="module")
 def built() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
