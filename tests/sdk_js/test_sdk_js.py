@@ -7,7 +7,8 @@
    the vectors byte for byte, and 10^6 reports per mechanism form against the
    declared channel (chi-square, joint false-positive rate <= 1e-6).
 3. End to end: a Node process (1200 devices, the first with a FileStore) and a
-   page in headless Chromium (400 devices, the first with IndexedDB) record two
+   page in headless Chromium (400 devices, the first with IndexedDB; the page first
+   checks the opt-in forms' vectors in Chromium's own NFC/lowercase) record two
    metrics through the real collector (CORS open to the page's origin), and two
    numeric ones (``auto``: the Hybrid at eps 2, the memoised Piecewise mean); the
    aggregator's intervals at confidence 1 - 1e-7 must cover the true shares and
@@ -223,6 +224,13 @@ def test_node_and_chromium_record_through_the_real_stack(
     origin, result, arrived = page_server
     with redis.Redis(port=redis_server.port) as client:
         client.flushall()
+    # The page also checks the opt-in forms' vectors in Chromium's own ICU (NFC, lowercase).
+    vectors = json.loads((SDK / "test" / "vectors.json").read_text())
+    shutil.copy(SDK / "test" / "vectors.json", built / "vectors.json")
+    forms = [c for c in vectors["mechanisms"]
+             if c["spec"]["params"]["mechanism"] in ("square_wave", "cms", "hcms", "prefix_olh")]
+    checks = len(vectors["casefold"]) + sum(len(c.get("strings", [])) + len(c["draws"])
+                                            for c in forms)
     collector = start_collector(redis_server.url, log_dir=tmp_path / "collector",
                                 extra_env={"LDP_CORS_ORIGINS": origin})
     try:
@@ -264,7 +272,7 @@ def test_node_and_chromium_record_through_the_real_stack(
         page = result[0]
         assert page == {"ok": True, "queued": REPORTS * PAGE_DEVICES,
                         "sent": REPORTS * PAGE_DEVICES, "dropped": 0, "notQueued": [],
-                        "idb": True, "legacy": True}, page
+                        "idb": True, "legacy": True, "vectors": checks, "vectorErrors": []}, page
         env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url,
                "LDP_ANALYST_KEYS": ANALYST_KEY}
         with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
