@@ -3,7 +3,7 @@
  * public seed vectors from.  Lanes are pairs of 32-bit words (no BigInt).
  *
  * @example
- *   toHex(shake256(utf8("abc"), 4))   // "483366601360a877..."[:8] of hashlib.shake_256
+ *   toHex(shake256(utf8("abc"), 4))   // "48336660", as hashlib.shake_256(b"abc").hexdigest(4)
  */
 
 // Round constants (low, high words), rotation offsets and lane moves of

@@ -4,7 +4,10 @@
  * ``spec.build().describe()``).  Every threshold is read from those integers,
  * never recomputed from epsilon, and every draw mirrors the Python ``_perturb``
  * / ``_instant`` of the same family, draw for draw: fed the same HMAC_DRBG both
- * produce the same report (checked by the shared vectors).
+ * produce the same report (checked by the shared vectors).  The forms that need
+ * code of their own (``prefix_olh``, ``cms``, ``hcms``) are registered from
+ * ``forms.ts`` (``@ldp-telemetry/sdk/forms``); without it their specs throw
+ * ``FormNotLoaded``, which the Client turns into one log line and a status.
  *
  * @example
  *   const m = buildMechanism(spec);        // spec: one entry of GET /v1/metrics
@@ -316,8 +319,8 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
   }
 }
 
-/** A form outside the core: (params, d, lo, hi) -> its one-level family. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each form has its own input type
+/** A form outside the core: (params, d, lo, hi) -> its one-level family (any input type: a
+ * string form takes symbols, a sketch an index). */
 export type Form = (p: Record<string, unknown>, d: number, lo: number, hi: number) => Family<any>;
 
 const FORMS = new Map<string, Form>();
