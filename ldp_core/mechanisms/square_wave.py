@@ -157,8 +157,10 @@ class SquareWave(PiecewiseMean):
         return out
 
     def describe(self) -> dict[str, object]:
+        # The exact integers, for SDKs in other languages (sdk-js reads them, never
+        # recomputes them): a report is ``cell_of(j, u)``, u uniform in [0, window a + grid b).
         return {**Mechanism.describe(self), "grid": self.k, "cells": self.num_counters,
-                "window": self.cells}
+                "window": self.cells, "a": self.a, "b": self.b}
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (SquareWave,)

@@ -1,17 +1,32 @@
-// The browser bundle: one minified ES module (dist/ldp-sdk.min.js) and an IIFE
-// exposing window.LdpTelemetry (dist/ldp-sdk.iife.js), with their gzip sizes.
+// The browser bundles and their gzip sizes (level 9):
+//   dist/ldp-sdk.min.js        the core (ESM): every form but prefix_olh, cms and hcms
+//   dist/ldp-sdk-full.min.js   the core + every form of ``src/forms.ts``, registered on load
+//   dist/ldp-sdk(.full).iife.js the same as IIFEs exposing window.LdpTelemetry
+// and, to show that ``@ldp-telemetry/sdk/forms`` is tree-shakeable, what an app
+// bundle of the core plus ONE form weighs (esbuild, from an entry importing it).
 import { build } from "esbuild";
 import { gzipSync } from "node:zlib";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 
 for (const page of ["e2e-page", "bench-page"]) {
   await build({ entryPoints: [`test/${page}.ts`], bundle: true, format: "esm", target: "es2020", outfile: `dist/${page}.js` });
 }
 // es2022: class fields stay as written (every browser with BigInt, which the tokens need, has them).
-const common = { entryPoints: ["src/browser.ts"], bundle: true, minify: true, target: "es2022", platform: "browser", legalComments: "none" };
-await build({ ...common, format: "esm", outfile: "dist/ldp-sdk.min.js" });
-await build({ ...common, format: "iife", globalName: "LdpTelemetry", outfile: "dist/ldp-sdk.iife.js" });
-for (const f of ["dist/ldp-sdk.min.js", "dist/ldp-sdk.iife.js"]) {
+const common = { bundle: true, minify: true, target: "es2022", platform: "browser", legalComments: "none" };
+const out = [];
+for (const [entry, name] of [["src/browser.ts", "ldp-sdk"], ["src/full.ts", "ldp-sdk-full"]]) {
+  await build({ ...common, entryPoints: [entry], format: "esm", outfile: `dist/${name}.min.js` });
+  await build({ ...common, entryPoints: [entry], format: "iife", globalName: "LdpTelemetry", outfile: `dist/${name}.iife.js` });
+  out.push(`dist/${name}.min.js`, `dist/${name}.iife.js`);
+}
+mkdirSync("dist/shake", { recursive: true });
+for (const form of ["prefixOlh", "cms", "hcms"]) {
+  const entry = `dist/shake/${form}.ts`;
+  writeFileSync(entry, `export * from "../../src/browser.js";\nimport { registerForms, ${form} } from "../../src/forms.js";\nregisterForms(${form});\n`);
+  await build({ ...common, entryPoints: [entry], format: "esm", outfile: `dist/shake/core+${form}.min.js` });
+  out.push(`dist/shake/core+${form}.min.js`);
+}
+for (const f of out) {
   const raw = readFileSync(f);
   console.log(`${f}: ${raw.length} bytes, ${gzipSync(raw, { level: 9 }).length} gzipped`);
 }

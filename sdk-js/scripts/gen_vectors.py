@@ -27,6 +27,7 @@ from client_sdk._device import DeviceState, mechanism_fingerprint, memo_context,
 from client_sdk._ledger import MemoryLedger
 from ldp_core import tokens as blind_rsa
 from ldp_core._rng import uniform_words
+from ldp_core.mechanisms._alphabet import Alphabet
 from ldp_core.memo import HmacDrbg, offset_seed, permanent_seed
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import batch_json, device_token
@@ -80,16 +81,59 @@ def specs() -> list[dict[str, Any]]:
         if eps_inf is not None:
             spec["longitudinal"] = {"epsilon_inf": eps_inf}
         out.append(spec)
+    return out + form_specs(cats)
+
+
+#: String metrics: (alphabet, max_length, casefold), each at eps 1 and 4.
+ALPHABETS = (("a-z", 6, True), ("a-z0-9_", 8, False), ("bytes", 2, True), ("à-ÿ", 3, True))
+
+
+def form_specs(cats: dict[int, list[str]]) -> list[dict[str, Any]]:
+    """Square Wave, the sketches and strings.  (A hashed sketch, d > 1024 with 1032+ seeds,
+    is over the registry's counter cap: its hash is OLH's, checked by the OLH vectors.)"""
+    out: list[dict[str, Any]] = []
+    for eps in (0.5, 1.0, 3.0):
+        for b, (lo, hi) in enumerate(((0, 120), (-3.5, 1e-5), (0, 1e17))):
+            out.append({"name": f"n.square_wave.{eps}.{b}", "kind": "numeric", "lo": lo, "hi": hi,
+                        "epsilon": eps, "mechanism": "square_wave",
+                        "statistics": ["mean", "distribution", "quantiles"]})
+        for mech in ("cms", "hcms"):
+            for d in (2, 4, 37, 1024) if eps == 1.0 else (4, 37):
+                out.append({"name": f"c.{mech}.{d}.{eps}", "kind": "categorical",
+                            "domain": cats[d], "epsilon": eps, "mechanism": mech})
+    for eps in (1.0, 4.0):
+        for i, (alphabet, length, fold) in enumerate(ALPHABETS):
+            out.append({"name": f"s.{i}.{length}.{int(fold)}.{eps}", "kind": "string",
+                        "epsilon": eps, "mechanism": "prefix_olh", "alphabet": alphabet,
+                        "max_length": length, "casefold": fold})
     return out
 
 
-def values_of(spec: MetricSpec) -> list[int | float]:
+#: Strings every string spec is asked to code (NFC, casefold, the alphabet, the length).
+STRINGS = ("hello", "Zebra", "a", "", "zz_9", "Stra\u00dfe", "\u00dfa", "e\u0301t\u00e9", "\ufb01x",
+           "\u212b\u00c0", "\u00c9COLE", "\u03a3\u03c2", "toolongstring", "x y", "\u13a0\uab70",
+           "\U0001f600", "\u0130", "abc\u00e0", "\u00e9", "\u00df", "e\u0301",
+           "\u00ff\u0178")
+
+
+def values_of(spec: MetricSpec) -> list[Any]:
+    if spec.kind == "string":
+        m = spec.build()
+        return [s for s in STRINGS if s and _codes(m, s) is not None]
     if spec.kind == "numeric":
         assert spec.lo is not None and spec.hi is not None
         span = spec.hi - spec.lo
         return [spec.lo, spec.hi, spec.lo + span / 3, spec.lo + span * 0.7071, spec.lo + span / 1e6]
     d = spec.domain_size
     return sorted({0, 1, d // 2, d - 1})
+
+
+def _codes(m: Any, value: str) -> list[int] | None:
+    """The symbols of ``value`` padded to max_length (the JS ``symbols``), None if refused."""
+    try:
+        return list(m.alphabet.digits(m.check_value(value)))
+    except ValueError:
+        return None
 
 
 def mechanism_cases() -> list[dict[str, Any]]:
@@ -104,7 +148,9 @@ def mechanism_cases() -> list[dict[str, Any]]:
             x = m.check_value(v)
             for k in range(3):
                 s = seed(spec.name, repr(v), k)
-                entry: dict[str, Any] = {"value": x, "seed": s.hex()}
+                # A string's code may pass 2**53: the JS test codes the string itself.
+                entry: dict[str, Any] = {"value": v if spec.kind == "string" else x,
+                                         "seed": s.hex()}
                 if m.levels == 1:
                     entry["payload"] = payload_text(m.encode(m._perturb(x, HmacDrbg(s))))
                 else:
@@ -120,15 +166,19 @@ def mechanism_cases() -> list[dict[str, Any]]:
                     entry["value_key"] = DeviceState(secret, MemoryLedger()).value_key(
                         spec.name, fingerprint, key)
                 draws.append(entry)
-        cases.append({"spec": spec.to_json(), "fingerprint": fingerprint, "context": context,
-                      "canonical_epsilon": m.epsilon, "draws": draws})
+        case = {"spec": spec.to_json(), "fingerprint": fingerprint, "context": context,
+                "canonical_epsilon": m.epsilon, "draws": draws}
+        if spec.kind == "string":
+            case["strings"] = [[s, _codes(m, s)] for s in STRINGS]
+        cases.append(case)
     return cases
 
 
 #: (spec name, value): the numeric forms whose exact output law the Node channel test
 #: checks 10^6 reports against (values off the grid, so the rounding is exercised).
 CHANNELS = (("n.piecewise.1.0.0.0", 30.7), ("n.piecewise.1.0.0.1", 90.3),
-            ("n.hybrid.1.0.0.0", 17.2))
+            ("n.hybrid.1.0.0.0", 17.2), ("n.square_wave.1.0.0", 30.7),
+            ("n.square_wave.3.0.1", -1.2))
 
 
 def channel_cases() -> list[dict[str, Any]]:
@@ -140,6 +190,12 @@ def channel_cases() -> list[dict[str, Any]]:
         probs = [float(x) for x in m.output_distribution(value)]  # type: ignore[arg-type]
         out.append({"name": name, "value": value, "probs": probs})
     return out
+
+
+def casefold_points() -> list[int]:
+    """Code points whose casefold is not their lowercase (Python's Unicode)."""
+    return [c for c in range(0x110000) if not 0xD800 <= c < 0xE000
+            and chr(c).casefold() != chr(c).lower()]
 
 
 def drbg_cases() -> dict[str, Any]:
@@ -212,6 +268,10 @@ def main() -> None:
     batch = batch_json(*(list(c) for c in zip(*rows, strict=True)))
     vectors = {
         "mechanisms": mechanism_cases(),
+        # Python's casefold of every code point where it is not str.lower (sdk-js casefold.ts),
+        # and of the test strings, after NFC (Alphabet.normalise).
+        "casefold": [[s, Alphabet.parse("bytes", 1, True).normalise(s)] for s in (
+            *STRINGS, *(chr(c) for c in casefold_points()))],
         "channels": channel_cases(),
         # Weights of 2**53 and more (eps_inf 20): JSON.parse rounds them, so JS refuses.
         "unsafe_specs": [MetricSpec.from_json(

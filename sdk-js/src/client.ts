@@ -22,7 +22,7 @@
  *   await client.record("app.theme", "dark");   // { status: "queued", ok: true }
  */
 import { Ledger, type Ask, type Charge } from "./ledger.js";
-import { buildMechanism, isTwoLevel, type Mechanism, type Spec } from "./mechanisms.js";
+import { buildMechanism, FormNotLoaded, isTwoLevel, type Mechanism, type Spec, type Value } from "./mechanisms.js";
 import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
 import { hmacSha256, toHex, utf8 } from "./sha256.js";
@@ -34,7 +34,7 @@ import { batchJson, MAX_BATCH, type Row } from "./wire.js";
 
 export type Status =
   | "queued" | "held" | "over_budget" | "over_lifetime_budget" | "spec_conflict" | "unknown_metric"
-  | "invalid_value" | "storage_error" | "closed" | "opted_out";
+  | "invalid_value" | "storage_error" | "closed" | "opted_out" | "form_not_loaded";
 
 export interface UnitSpend { metric: string; epoch: number; spent: number; reports: number }
 
@@ -103,6 +103,8 @@ export class Client {
   #ledger = new Ledger();
   readonly #specs = new Map<string, Known>();
   readonly #conflicts = new Map<string, number>();
+  /** Metrics whose mechanism form is not registered (``forms.ts``): their records are refused. */
+  readonly #unloaded = new Set<string>();
   #fetched = false;
   #pending: Row[] = [];
   readonly #inflight = new Set<string>();
@@ -203,9 +205,12 @@ export class Client {
         const index = spec.kind === "categorical" ? new Map((spec.domain ?? []).map((c, i) => [c, i])) : undefined;
         this.#specs.set(spec.name, { spec, m, fingerprint, context: memoContext(spec, fingerprint), index });
         if ((this.#conflicts.get(spec.name) ?? Infinity) < spec.version) this.#conflicts.delete(spec.name);
+        this.#unloaded.delete(spec.name);
         n++;
       } catch (e) {
-        this.#warnOnce(`spec:${String((raw as Spec)?.name)}`, `unusable metric spec: ${(e as Error).message}`);
+        const name = String((raw as Spec)?.name);
+        if (e instanceof FormNotLoaded && !this.#specs.has(name)) this.#unloaded.add(name);
+        this.#warnOnce(`spec:${name}`, `${e instanceof FormNotLoaded ? `metric ${name}` : "unusable metric spec"}: ${(e as Error).message}`);
       }
     }
     if (fromCollector) this.#fetched = true;
@@ -230,8 +235,12 @@ export class Client {
   }
 
   /** The mechanism input of a user value, or why it is refused (counted, warned once). */
-  #input(k: Known, value: unknown): { x: number; clamped: boolean } | string {
+  #input(k: Known, value: unknown): { x: Value; clamped: boolean } | string {
     const s = k.spec;
+    if (s.kind === "string") {
+      const x = k.m.input?.(value) ?? "no string form";
+      return typeof x === "string" ? x : { x, clamped: false };
+    }
     if (s.kind === "categorical") {
       const i = typeof value === "string" ? k.index!.get(value) : undefined;
       return i === undefined ? `not one of the ${k.index!.size} categories (case matters)` : { x: i, clamped: false };
@@ -266,6 +275,7 @@ export class Client {
     if (this.#closed) return this.#refuse("closed");
     if (this.#optedOutNow) return this.#refuse("opted_out");
     if (this.#conflicts.has(name)) return this.#refuse("spec_conflict");
+    if (this.#unloaded.has(name)) return this.#refuse("form_not_loaded");
     const k = this.#specs.get(name);
     if (!k) {
       if (!this.#fetched && this.#held.length < HOLD_MAX) {
@@ -278,7 +288,9 @@ export class Client {
     }
     const inp = this.#input(k, value);
     if (this.#o.strict && (typeof inp === "string" || inp.clamped)) {
-      throw new InvalidValueError(`metric ${name}: ${JSON.stringify(value) ?? String(value)} is ${typeof inp === "string" ? inp : `outside [${k.spec.lo}, ${k.spec.hi}]`}`);
+      // A string metric's value is never quoted (no true string in a log or an error).
+      const shown = k.spec.kind === "string" ? "the value" : JSON.stringify(value) ?? String(value);
+      throw new InvalidValueError(`metric ${name}: ${shown} is ${typeof inp === "string" ? inp : `outside [${k.spec.lo}, ${k.spec.hi}]`}`);
     }
     if (typeof inp === "string") {
       this.#warnOnce(`invalid:${name}`, `metric ${name} refused a value (${inp}): counted in counters.refused.invalid_value`);
@@ -286,8 +298,8 @@ export class Client {
     }
     if (inp.clamped) this.counters.clamped++;
     const m = k.m, s = k.spec;
-    const two = isTwoLevel(m);
-    const memo = two ? m.memoKey(inp.x, this.#secret, k.context) : null;
+    const two = isTwoLevel(m);  // two levels: a number (no two-level string form here)
+    const memo = two ? m.memoKey(inp.x as number, this.#secret, k.context) : null;
     const ask: Ask = {
       metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,
       now: this.#o.clock(), charge: m.epsilon, budget: this.#o.budgets[s.name] ?? m.epsilon,
@@ -296,7 +308,7 @@ export class Client {
     };
     const charge = this.#ledger.decide(ask);
     if ("status" in charge) return this.#refuse(charge.status, charge.epoch ?? undefined);
-    const report = two ? m.instant(m.permanent(inp.x, this.#secret, k.context), this.#rng) : m.perturb(inp.x, this.#rng);
+    const report = two ? m.instant(m.permanent(inp.x as number, this.#secret, k.context), this.#rng) : m.perturb(inp.x, this.#rng);
     const row: Row = {
       reportId: toHex(this.#rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
       token: "", payload: m.encode(report), charge: m.epsilon,

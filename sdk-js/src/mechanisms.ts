@@ -4,7 +4,10 @@
  * ``spec.build().describe()``).  Every threshold is read from those integers,
  * never recomputed from epsilon, and every draw mirrors the Python ``_perturb``
  * / ``_instant`` of the same family, draw for draw: fed the same HMAC_DRBG both
- * produce the same report (checked by the shared vectors).
+ * produce the same report (checked by the shared vectors).  The forms that need
+ * code of their own (``prefix_olh``, ``cms``, ``hcms``) are registered from
+ * ``forms.ts`` (``@ldp-telemetry/sdk/forms``); without it their specs throw
+ * ``FormNotLoaded``, which the Client turns into one log line and a status.
  *
  * @example
  *   const m = buildMechanism(spec);        // spec: one entry of GET /v1/metrics
@@ -15,14 +18,20 @@ import { hmacSha256, utf8 } from "./sha256.js";
 import { pyFloatHex } from "./pyjson.js";
 import { b64url } from "./tokens.js";
 
-/** A randomised report: an index, an OLH (seed, bucket), or a packed unary bit vector. */
-export type Report = number | readonly [number, number] | Uint8Array;
+/** A randomised report: an index, an OLH (seed, bucket), a packed unary bit vector, or a payload text. */
+export type Report = number | readonly [number, number] | Uint8Array | string;
+
+/**
+ * A mechanism's input: an index, a number in [lo, hi], or a string metric's
+ * symbols (1..B-1, then 0 past the end: ``forms.ts``).
+ */
+export type Value = number | Uint16Array;
 
 /** The fields of a metric spec the device reads (``MetricSpec.to_json``). */
 export interface Spec {
   name: string;
   version: number;
-  kind: "categorical" | "boolean" | "numeric";
+  kind: "categorical" | "boolean" | "numeric" | "string";
   epsilon: number;
   mechanism: string;
   epoch: "hour" | "day";
@@ -30,6 +39,9 @@ export interface Spec {
   lo?: number;
   hi?: number;
   longitudinal?: { epsilon_inf: number };
+  max_length?: number;
+  alphabet?: string;
+  casefold?: boolean;
   params: Record<string, unknown>;
 }
 
@@ -42,7 +54,9 @@ export interface Mechanism {
   /** Whether the input is a float in [lo, hi] (else an index). */
   readonly numeric: boolean;
   /** The one-level randomiser (``_perturb``); two levels: the permanent level's. */
-  perturb(value: number, rng: Rng): Report;
+  perturb(value: Value, rng: Rng): Report;
+  /** A string metric's input from the app's value, or why it is refused (never quoting it). */
+  input?(value: unknown): Value | string;
   /** The report's wire payload as JSON text (``payload_text(m.encode(r))``). */
   encode(report: Report): string;
 }
@@ -82,7 +96,7 @@ export function offsetSeed(secret: Uint8Array, context: string): Uint8Array {
   return hmacSha256(secret, OFFSET_LABEL, Uint8Array.of(0), utf8(context));
 }
 
-function int(params: Record<string, unknown>, key: string, what: string): number {
+export function int(params: Record<string, unknown>, key: string, what: string): number {
   // Below 2**53 only: JSON.parse rounds a larger integer, and a rounded threshold is
   // another channel (a Piecewise spec above eps ~ 14.5 is refused here).
   const v = params[key];
@@ -98,7 +112,7 @@ function num(params: Record<string, unknown>, key: string, what: string): number
   return v;
 }
 
-function grrStep(value: number, keep: number, size: number, rng: Rng): number {
+export function grrStep(value: number, keep: number, size: number, rng: Rng): number {
   // Both numbers are drawn whatever happens (Python ``grr_step``).
   const kept = rng.getrandbits(32) < keep;
   const other = (value + 1 + rng.randrange(size - 1)) % size;
@@ -114,8 +128,9 @@ function parity(x: number): number {
 export const base64url = b64url;
 
 /** A one-level family: the randomiser, the encoding, the two-level instantaneous step. */
-interface Family {
-  perturb(value: number, rng: Rng): Report;
+export interface Family<V = number> {
+  perturb(value: V, rng: Rng): Report;
+  input?(value: unknown): V | string;
   encode(report: Report): string;
   /** ``_instant`` of the two-level form with instantaneous threshold ``keep`` (if it has one). */
   instant?(permanent: Report, keep: number, rng: Rng): Report;
@@ -124,7 +139,7 @@ interface Family {
   memoKey?: TwoLevelMechanism["memoKey"];
 }
 
-function intEncode(report: Report): string {
+export function intEncode(report: Report): string {
   return String(report as number);
 }
 
@@ -138,8 +153,8 @@ export function roundInput(x: number, lo: number, hi: number, k: number): [numbe
 /** A grid Piecewise channel: k + 1 grid points, M = k + block cells, weights a (block) > b. */
 interface Grid { k: number; block: number; a: bigint; b: bigint; total: bigint }
 
-function grid(at: (key: string) => number): Grid {
-  const k = at("grid"), block = at("block"), a = BigInt(at("a")), b = BigInt(at("b"));
+function grid(at: (key: string) => number, blockKey = "block"): Grid {
+  const k = at("grid"), block = at(blockKey), a = BigInt(at("a")), b = BigInt(at("b"));
   return { k, block, a, b, total: BigInt(block) * a + BigInt(k) * b };
 }
 
@@ -291,9 +306,38 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
         },
       };
     }
-    default:
-      throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
+    case "square_wave": {
+      // Square Wave on the grid: the one-level Piecewise draw with the spec's window.
+      const g = grid(at, "window");
+      return { perturb: (x, rng) => piecewise(g, x, lo, hi, rng), encode: intEncode };
+    }
+    default: {
+      const form = FORMS.get(name);
+      if (form) return pre ? {} as Family : form(p, d, lo, hi);  // no two-level form: refused below
+      throw name in OPTIONAL ? new FormNotLoaded(name) : new Error(`unknown mechanism ${JSON.stringify(name)}`);
+    }
   }
+}
+
+/** A form outside the core: (params, d, lo, hi) -> its one-level family (any input type: a
+ * string form takes symbols, a sketch an index). */
+export type Form = (p: Record<string, unknown>, d: number, lo: number, hi: number) => Family<any>;
+
+const FORMS = new Map<string, Form>();
+/** The forms ``@ldp-telemetry/sdk/forms`` adds, by mechanism name -> its export. */
+const OPTIONAL: Record<string, string> = { prefix_olh: "prefixOlh", cms: "cms", hcms: "hcms" };
+
+/** A spec needs a form this build has not registered; the message names the import that adds it. */
+export class FormNotLoaded extends Error {
+  override name = "FormNotLoaded";
+  constructor(readonly form: string) {
+    super(`mechanism ${form} is not loaded: import { registerForms, ${OPTIONAL[form]} } from "@ldp-telemetry/sdk/forms"; registerForms(${OPTIONAL[form]})`);
+  }
+}
+
+/** Make ``name`` buildable (``forms.ts``; Clients opened later use it). */
+export function registerForm(name: string, form: Form): void {
+  FORMS.set(name, form);
 }
 
 /** h_seed(value) of the projective OLH family: <a_seed, base-g digits of value> mod g. */
@@ -339,7 +383,8 @@ export function meanLimit(x: number, lo: number, hi: number, zero: number, one: 
 export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
   const p = spec.params ?? {};
   const name = String(p.mechanism ?? spec.mechanism);
-  const d = int(p, "domain_size", name);
+  // A string metric's domain (B**L codes) may pass 2**53: its form reads what it needs.
+  const d = spec.kind === "string" ? 0 : int(p, "domain_size", name);
   const numeric = spec.kind === "numeric";
   const lo = numeric ? Number(spec.lo) : 0, hi = numeric ? Number(spec.hi) : 1;
   if (numeric && !(lo < hi)) throw new Error(`numeric spec ${spec.name} needs lo < hi`);
@@ -358,7 +403,7 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
     };
   }
   const fam = family(name, p, "", d, lo, hi);
-  return { name, levels: 1, epsilon, numeric, perturb: fam.perturb, encode: fam.encode };
+  return { name, levels: 1, epsilon, numeric, perturb: fam.perturb, encode: fam.encode, input: fam.input };
 }
 
 /**

@@ -1,12 +1,12 @@
-// Conformance 2: >= 10^6 reports per mechanism form (all 18 one- and two-level
+// Conformance 2: >= 10^6 reports per mechanism form (all 22 one- and two-level
 // forms), drawn with the platform CSPRNG, against the DECLARED channel (p*, q*
 // of the Python-resolved params) by Pearson's chi-square.  The numeric grid
-// forms (Piecewise, memoised Piecewise, Hybrid) are checked against the core's
-// exact P[cell | value] (``output_distribution``, in vectors.json "channels"):
-// M + 1 or so cells, each with >= 500 expected reports, so the chi-square
-// approximation holds.
+// forms (Piecewise, memoised Piecewise, Hybrid, Square Wave) are checked against
+// the core's exact P[cell | value] (``output_distribution``, in vectors.json
+// "channels"): M + 1 or so cells, each with >= 500 expected reports, so the
+// chi-square approximation holds.
 //
-// False-positive rate: each of the 18 tests fails when its p-value < 1e-6 / 18,
+// False-positive rate: each of the 23 tests fails when its p-value < 1e-6 / 23,
 // so a correct SDK fails this file with probability <= 1e-6 (Bonferroni).
 // Unary encodings: the d bits of a report are independent given the value, so
 // the d per-bit counts are independent binomials and
@@ -14,23 +14,33 @@
 // Two-level forms: the permanent level is drawn with the SAME family code, fed
 // the CSPRNG instead of the per-device HMAC_DRBG (a fresh device per report);
 // the DRBG path itself is proven bit-exact by the shared vectors.
+// CMS: given the seeds, the m bits of every report are independent, so the m
+// per-bit counts are independent (sums of Bernoullis with variance p(1-p) each)
+// and sum_b (c_b - mu_b)^2 / (N p (1-p)) is chi-square with m df, independent of
+// the seeds' multinomial (S - 1 df).  Prefix OLH: a report's (level, seed,
+// y - h(x) mod g) has the product law P[level] P[seed] P[diff]; the Pearson
+// statistics of the (level, diff) table and of the seeds are asymptotically
+// independent (their cells are uncorrelated under a product law), so their
+// sum is chi-square with the sum of the df.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { buildMechanism, isTwoLevel, olhHash, olhLength, type Mechanism, type Report, type Spec } from "../src/mechanisms.js";
+import { buildMechanism, isTwoLevel, olhHash, olhLength, type Mechanism, type Report, type Spec, type Value } from "../src/mechanisms.js";
 import { SystemRng } from "../src/rng.js";
+import { registerAllForms, seedVector } from "../src/forms.js";
 import { chi2Stat, chi2Tail } from "./chi2.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
 const N = 1_000_000;
-const FORMS = 18;
+const FORMS = 23;  // tests in this file (22 forms; Square Wave at two (eps, value))
 const ALPHA = 1e-6 / FORMS;
 const rng = new SystemRng();
+registerAllForms();
 
-function draw(m: Mechanism, value: number): Report {
+function draw(m: Mechanism, value: Value): Report {
   return isTwoLevel(m) ? m.instant(m.perturb(value, rng), rng) : m.perturb(value, rng);
 }
 
@@ -47,6 +57,7 @@ const cases: [string, number][] = [
   ["c.olh.37.1.0.0", 7], ["c.olh.37.1.0.1", 30],
   ["n.1.0.0.0", 30], ["n.1.0.0.1", 90],
   ["c.hadamard.37.1.0.0", 11], ["c.hadamard.37.1.0.1", 36],
+  ["c.cms.37.1.0", 5], ["c.hcms.37.1.0", 11],
 ];
 
 for (const [name, value] of cases) {
@@ -72,6 +83,23 @@ for (const [name, value] of cases) {
     }
     let probs: number[];
     let cell: (r: Report) => number;
+    if (m.name === "cms") {
+      const buckets = p.buckets, seeds = p.seeds, length = olhLength(buckets, d);
+      const seen = new Float64Array(seeds), ones = new Float64Array(buckets), mu = new Float64Array(buckets);
+      for (let n = 0; n < N; n++) {
+        const [head, bits] = (draw(m, value) as string).split(".");
+        const s = Number(head), raw = Buffer.from(bits, "base64url");
+        seen[s]++;
+        for (let b = 0; b < buckets; b++) if ((raw[b >> 3] >> (b & 7)) & 1) ones[b]++;
+      }
+      for (let s = 0; s < seeds; s++) {
+        const h = olhHash(buckets, length, s, value);
+        for (let b = 0; b < buckets; b++) mu[b] += seen[s] * (b === h ? pStar : 1 - pStar);
+      }
+      let stat = seeds > 1 ? chi2Stat(seen, new Array(seeds).fill(1 / seeds), N) : 0;
+      for (let b = 0; b < buckets; b++) stat += (ones[b] - mu[b]) ** 2 / (N * pStar * (1 - pStar));
+      return check(label, stat, buckets + seeds - 1);
+    }
     if (m.name === "olh" && m.levels === 2) {
       // P[(s, b) | v] = (1/S) sum_u P1[u | v] P2[b | h_s(u)]: the permanent GRR over d
       // (p1 = permanent_keep / 2^32), then the bucket's GRR over g (p2).
@@ -106,6 +134,21 @@ for (const [name, value] of cases) {
         probs.push(par === 0 ? (2 * pStar) / width : (2 * (1 - pStar)) / width);
       }
       cell = (r) => r as number;
+    } else if (m.name === "hcms") {
+      // P[(s, column, bit)] = 1/S 1/K (p if bit is row h_s(v) + 1's sign at column, else 1 - p).
+      const buckets = p.buckets, seeds = p.seeds, length = olhLength(buckets, d);
+      const width = 2 ** Math.ceil(Math.log2(buckets + 1));
+      probs = [];
+      for (let s = 0; s < seeds; s++) {
+        const row = olhHash(buckets, length, s, value) + 1;
+        for (let col = 0; col < width; col++) {
+          let x = row & col, par = 0;
+          while (x) { par ^= x & 1; x >>= 1; }
+          const positive = 1 - par;
+          for (let bit = 0; bit < 2; bit++) probs.push((bit === positive ? pStar : 1 - pStar) / seeds / width);
+        }
+      }
+      cell = (r) => r as number;
     } else if (m.name === "grr") {
       probs = Array.from({ length: d }, (_, i) => (i === value ? pStar : qStar));
       cell = (r) => r as number;
@@ -130,3 +173,28 @@ for (const { name, value, probs } of V.channels as { name: string; value: number
     check(`${m.name}/${m.levels}`, chi2Stat(counts, probs, N), probs.length - 1);
   });
 }
+
+test("channel of prefix_olh (eps 4, \"hello\", a-z, 3 levels)", () => {
+  const spec = SPECS.get("s.0.6.1.4.0")!;
+  const m = buildMechanism(spec);
+  const p = spec.params as Record<string, number> & { cuts: number[]; shares: number[] };
+  const g = p.g, seeds = p.seeds, levels = p.cuts.length, keep = p.p_star;
+  const total = p.shares.reduce((a, b) => a + b, 0);
+  const x = m.input!("hello") as Uint16Array;
+  const h = (level: number, seed: number) => seedVector(level, seed, p.cuts[level], g).reduce((acc, a, i) => (acc + a * x[i]) % g, 0);
+  const hashes = new Map<number, number>();
+  const table = new Float64Array(levels * g), seen = new Float64Array(seeds);
+  for (let n = 0; n < N; n++) {
+    const r = draw(m, x) as number, y = r % g, key = (r - y) / g, level = Math.floor(key / seeds), seed = key % seeds;
+    let hk = hashes.get(key);
+    if (hk === undefined) hashes.set(key, hk = h(level, seed));
+    table[level * g + ((y - hk + g) % g)]++;
+    seen[seed]++;
+  }
+  const probs: number[] = [];
+  for (let l = 0; l < levels; l++) for (let diff = 0; diff < g; diff++) {
+    probs.push((p.shares[l] / total) * (diff === 0 ? keep : (1 - keep) / (g - 1)));
+  }
+  const stat = chi2Stat(table, probs, N) + chi2Stat(seen, new Array(seeds).fill(1 / seeds), N);
+  check("prefix_olh/1", stat, levels * g - 1 + seeds - 1);
+});

@@ -2,7 +2,10 @@
 // first device is an IndexedDB-backed Client with page-hide delivery, the
 // others in-memory Clients; before them, a version-1 IndexedDB database is upgraded
 // (legacy()); the result is POSTed back to the page's origin.
-import { Client, IndexedDbStore, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
+import { buildMechanism, Client, DrbgRng, IndexedDbStore, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
+import { registerAllForms } from "../src/forms.js";
+import { alphabet, normalise } from "../src/alphabet.js";
+import { fromHex } from "../src/sha256.js";
 import { amount, pick, DOMAIN, METRICS, NUMERIC } from "./e2e-plan.js";
 
 /** A version-1 database as the SDK before blind tokens left it (a report with an HMAC
@@ -26,6 +29,33 @@ async function legacy(url: string, apiKey: string, specs: Spec[]): Promise<boole
   return delivered;
 }
 
+/**
+ * The opt-in forms in this browser's engine (its own ICU: NFC and toLowerCase): the
+ * shared vectors' casefold strings, string codings and one-level reports of
+ * square_wave, cms, hcms and prefix_olh, byte for byte.  Returns [checked, mismatches].
+ */
+async function formVectors(): Promise<[number, string[]]> {
+  const V = await (await fetch("/vectors.json")).json();
+  registerAllForms();
+  const bytes = alphabet("bytes", 1, true), bad: string[] = [];
+  let n = 0;
+  const same = (got: unknown, want: unknown, what: string) => { n++; if (JSON.stringify(got) !== JSON.stringify(want)) bad.push(what); };
+  for (const [text, want] of V.casefold as [string, string][]) same(normalise(bytes, text), want, `casefold ${JSON.stringify(text)}`);
+  for (const c of V.mechanisms as { spec: Spec; strings?: [string, number[] | null][]; draws: { value: number | string; seed: string; payload: string }[] }[]) {
+    if (!["square_wave", "cms", "hcms", "prefix_olh"].includes(c.spec.params.mechanism as string)) continue;
+    const m = buildMechanism(c.spec);
+    for (const [text, want] of c.strings ?? []) {
+      const got = m.input!(text);
+      same(typeof got === "string" ? null : Array.from(got as Uint16Array), want, `${c.spec.name} ${JSON.stringify(text)}`);
+    }
+    for (const d of c.draws) {
+      const x = typeof d.value === "string" ? m.input!(d.value) as Uint16Array : d.value;
+      same(m.encode(m.perturb(x, new DrbgRng(fromHex(d.seed)))), d.payload, `${c.spec.name} draw`);
+    }
+  }
+  return [n, bad.slice(0, 10)];
+}
+
 async function main(): Promise<object> {
   const q = new URLSearchParams(location.hash.slice(1));
   const url = q.get("url")!, apiKey = q.get("key")!;
@@ -34,7 +64,9 @@ async function main(): Promise<object> {
   if (!(await first.refreshMetrics())) throw new Error("catalog not fetched");
   const r = await fetch(`${url}/v1/metrics`, { headers: { Authorization: `Bearer ${apiKey}` } });
   const specs = ((await r.json()) as { metrics: Spec[] }).metrics;
-  const totals = { queued: 0, sent: 0, dropped: 0, notQueued: [] as string[], idb: false, legacy: await legacy(url, apiKey, specs) };
+  const [vectors, vectorErrors] = await formVectors();
+  const totals = { queued: 0, sent: 0, dropped: 0, notQueued: [] as string[], idb: false, legacy: await legacy(url, apiKey, specs),
+    vectors, vectorErrors };
   for (let i = 0; i < devices; i++) {
     const c = i === 0 ? first : await Client.open({ url, apiKey, metrics: specs, fetchMetrics: false, interval: 0, store: new MemoryStore() });
     for (const m of METRICS) {

@@ -11,14 +11,21 @@ import { memoContext, mechanismFingerprint, valueKey } from "../src/context.js";
 import { pyFloatHex, pyFloatRepr } from "../src/pyjson.js";
 import { offsetSeed, permanentSeed } from "../src/mechanisms.js";
 import { batchJson, deviceToken } from "../src/wire.js";
+import { registerAllForms } from "../src/forms.js";
+import { alphabet, normalise } from "../src/alphabet.js";
+
+registerAllForms();
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 
 interface Draw {
-  value: number; seed: string; payload: string; secret?: string; permanent?: string; memo_key?: number; value_key?: string;
+  value: number | string; seed: string; payload: string; secret?: string; permanent?: string; memo_key?: number; value_key?: string;
 }
-interface Case { spec: Spec; fingerprint: string; context: string; canonical_epsilon: number; draws: Draw[] }
+interface Case {
+  spec: Spec; fingerprint: string; context: string; canonical_epsilon: number; draws: Draw[];
+  strings?: [string, number[] | null][];
+}
 
 test("HMAC_DRBG matches the NIST CAVP vector", () => {
   const drbg = new HmacDrbg(fromHex(V.drbg.nist.seed));
@@ -72,23 +79,35 @@ test("every mechanism: params, fingerprints, contexts, reports for fixed randomn
     assert.equal(m.epsilon, c.canonical_epsilon, c.spec.name);
     assert.equal(mechanismFingerprint(c.spec), c.fingerprint, c.spec.name);
     assert.equal(memoContext(c.spec), c.context);
+    for (const [text, want] of c.strings ?? []) {
+      // A string metric codes the app's string (NFC, casefold, alphabet, length) as Python.
+      const got = m.input!(text);
+      assert.deepEqual(typeof got === "string" ? null : Array.from(got as Uint16Array), want, `${c.spec.name} ${JSON.stringify(text)}`);
+    }
     for (const d of c.draws) {
       const rng = new DrbgRng(fromHex(d.seed));
+      const value = typeof d.value === "string" ? m.input!(d.value) as Uint16Array : d.value;
       if (isTwoLevel(m)) {
         const secret = fromHex(d.secret!);
-        const perm: Report = m.permanent(d.value, secret, c.context);
+        const perm: Report = m.permanent(d.value as number, secret, c.context);
         assert.equal(m.encode(perm), d.permanent, `${c.spec.name} permanent(${d.value})`);
         assert.equal(m.encode(m.instant(perm, rng)), d.payload, `${c.spec.name} instant(${d.value})`);
         // The ledger key: the value, or the memoised Piecewise mean's grid point.
-        const memo = m.memoKey(d.value, secret, c.context);
+        const memo = m.memoKey(d.value as number, secret, c.context);
         assert.equal(memo.key, d.memo_key, `${c.spec.name} memo key(${d.value})`);
         assert.equal(valueKey(secret, c.spec.name, c.fingerprint, memo.key, memo.numeric), d.value_key);
       } else {
-        assert.equal(m.encode(m.perturb(d.value, rng)), d.payload, `${c.spec.name} perturb(${d.value})`);
+        assert.equal(m.encode(m.perturb(value, rng)), d.payload, `${c.spec.name} perturb(${d.value})`);
       }
       draws++;
     }
   }
-  assert.equal(seen.size, 18, [...seen].join(" "));
+  assert.equal(seen.size, 22, [...seen].join(" "));
   console.log(`# vectors: ${cases.length} specs, ${draws} reports, ${seen.size} mechanism forms`);
+});
+
+test("Python's NFC + casefold: every code point where casefold is not lower, and the test strings", () => {
+  const a = alphabet("bytes", 1, true);
+  for (const [text, want] of V.casefold as [string, string][]) assert.equal(normalise(a, text), want, JSON.stringify(text));
+  console.log(`# casefold: ${V.casefold.length} strings`);
 });

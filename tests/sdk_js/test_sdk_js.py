@@ -7,13 +7,18 @@
    the vectors byte for byte, and 10^6 reports per mechanism form against the
    declared channel (chi-square, joint false-positive rate <= 1e-6).
 3. End to end: a Node process (1200 devices, the first with a FileStore) and a
-   page in headless Chromium (400 devices, the first with IndexedDB) record two
+   page in headless Chromium (400 devices, the first with IndexedDB; the page first
+   checks the opt-in forms' vectors in Chromium's own NFC/lowercase) record two
    metrics through the real collector (CORS open to the page's origin), and two
    numeric ones (``auto``: the Hybrid at eps 2, the memoised Piecewise mean); the
    aggregator's intervals at confidence 1 - 1e-7 must cover the true shares and
    means: 10 intervals, so a false failure has probability <= 1e-6 (normal
    approximation of a sum over 1600 independent devices).  Every report carries a blind-signed
    token from the collector's issuer (the test issuer key, tests/conftest.py).
+5. The opt-in forms (sdk-js/test/e2e-forms.ts): 2000 Node devices record a string
+   (prefix_olh), a Square Wave distribution and a count-mean sketch through the real
+   collector; discovery finds the heavy strings, and every interval (3 strings, the
+   mean, 8 buckets, 3 quantiles, 4 shares: 19 at 1 - 1e-8 each) covers the truth.
 4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
    stock offline, online and across a restart, a lost issuer answer, the refund of
    a refused unit, a wrong key, opt-out/opt-in, strict, the environment, and
@@ -37,9 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from collector.token_crypto import TokenKey
+from ldp_core.metric import MetricSpec
 from ldp_server.redis_server import RedisServer
 from tests.support.servers import (
     ADMIN_KEY,
@@ -100,6 +107,15 @@ def test_vectors_match_the_python_core() -> None:
                            capture_output=True, text=True, check=True, timeout=120).stdout
     committed = (SDK / "test" / "vectors.json").read_text()
     assert fresh == committed, "stale sdk-js/test/vectors.json: run sdk-js/scripts/gen_vectors.py"
+
+
+def test_casefold_table_matches_python() -> None:
+    """sdk-js/src/casefold.ts is Python's casefold where it is not lower (this Python's
+    Unicode); the vectors then check the JS fold of every such code point."""
+    fresh = subprocess.run([sys.executable, str(SDK / "scripts" / "gen_casefold.py")],
+                           capture_output=True, text=True, check=True, timeout=120).stdout
+    committed = (SDK / "src" / "casefold.ts").read_text()
+    assert fresh == committed, "stale sdk-js/src/casefold.ts: run sdk-js/scripts/gen_casefold.py"
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +224,13 @@ def test_node_and_chromium_record_through_the_real_stack(
     origin, result, arrived = page_server
     with redis.Redis(port=redis_server.port) as client:
         client.flushall()
+    # The page also checks the opt-in forms' vectors in Chromium's own ICU (NFC, lowercase).
+    vectors = json.loads((SDK / "test" / "vectors.json").read_text())
+    shutil.copy(SDK / "test" / "vectors.json", built / "vectors.json")
+    forms = [c for c in vectors["mechanisms"]
+             if c["spec"]["params"]["mechanism"] in ("square_wave", "cms", "hcms", "prefix_olh")]
+    checks = len(vectors["casefold"]) + sum(len(c.get("strings", [])) + len(c["draws"])
+                                            for c in forms)
     collector = start_collector(redis_server.url, log_dir=tmp_path / "collector",
                                 extra_env={"LDP_CORS_ORIGINS": origin})
     try:
@@ -249,7 +272,7 @@ def test_node_and_chromium_record_through_the_real_stack(
         page = result[0]
         assert page == {"ok": True, "queued": REPORTS * PAGE_DEVICES,
                         "sent": REPORTS * PAGE_DEVICES, "dropped": 0, "notQueued": [],
-                        "idb": True, "legacy": True}, page
+                        "idb": True, "legacy": True, "vectors": checks, "vectorErrors": []}, page
         env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url,
                "LDP_ANALYST_KEYS": ANALYST_KEY}
         with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
@@ -279,3 +302,109 @@ def test_node_and_chromium_record_through_the_real_stack(
                 assert est["ci_low"] <= truth <= est["ci_high"], (spec["name"], est, truth)
     finally:
         collector.stop()
+
+
+#: The opt-in forms' metrics (sdk-js/test/e2e-forms.ts; ``statistics`` resolves ``auto`` to
+#: Square Wave).
+FORM_SPECS: list[dict[str, Any]] = [
+    {"name": "js.f.search", "kind": "string", "epsilon": 4.0, "max_length": 6,
+     "alphabet": "a-z", "casefold": True, "min_reports": 1},
+    {"name": "js.f.latency", "kind": "numeric", "lo": 0.0, "hi": 100.0, "epsilon": 4.0,
+     "statistics": ["mean", "distribution", "quantiles"], "min_reports": 1},
+    {"name": "js.f.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 2.0,
+     "mechanism": "cms", "min_reports": 1},
+]
+FORM_DEVICES = 2000
+#: As tests/system/test_strings_e2e.py: "hello" 30% (in three cases: one string after
+#: casefold), "world" 20%, "ab" 10%, 40% over 800 random strings.  At n = 2000, eps = 4
+#: each heavy string is over 9 null standard deviations at the last level (~1000
+#: reports) and over 5 at the earlier ones: each is missed with probability < 1e-9.
+HEAVY = {"hello": 600, "world": 400, "ab": 200}
+
+
+def form_plan() -> dict[str, list[Any]]:
+    """Device i's string, number and category (fixed seeds)."""
+    import random
+
+    rng = random.Random(7)
+    strings = ["Hello", "HELLO", "hello"] * 200 + ["world"] * 400 + ["ab"] * 200
+    tail = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz")
+                           for _ in range(rng.randint(3, 6))) for _ in range(900)} - set(HEAVY))
+    strings += [tail[k % 800] for k in range(FORM_DEVICES - len(strings))]
+    amounts = np.round(100 * np.random.default_rng(5).beta(2, 5, size=FORM_DEVICES), 1)
+    plans = [DOMAIN[0 if i % 20 < 8 else 1 if i % 20 < 14 else 2 if i % 20 < 18 else 3]
+             for i in range(FORM_DEVICES)]
+    return {"strings": strings, "amounts": [float(x) for x in amounts], "plans": plans}
+
+
+@needs_node
+def test_forms_through_the_real_stack(
+    built: Path, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """2000 Node devices (``registerForms(prefixOlh, cms)``; Square Wave is in the core)
+    record three metrics through the real collector and issuer; the aggregator's answers
+    cover the truth.  19 intervals at 1 - 1e-8 and 3 discoveries that each fail with
+    probability < 1e-9: a false failure has probability < 2e-7.  The distribution's
+    target is the value rounded to the grid (tests/system/test_distribution_e2e.py:
+    a quantile gets 1.5 grid steps of slack, a bucket's share moves by the few values
+    near its edges, far below the intervals' half-width)."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    plan = form_plan()
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector:
+        resolved = []
+        for spec in FORM_SPECS:
+            answer = httpx.post(f"{collector.url}/v1/metrics", json=spec,
+                                headers=auth(ADMIN_KEY), timeout=10)
+            assert answer.status_code in (200, 201), answer.text
+            resolved.append(answer.json()["params"]["mechanism"])
+        assert resolved == ["prefix_olh", "square_wave", "cms"]
+        node = subprocess.run(
+            ["node", "dist/test/e2e-forms.js", collector.url, INGEST_KEY,
+             str(tmp_path / "plan.json")], cwd=SDK, capture_output=True, text=True, timeout=900)
+        assert node.returncode == 0, node.stderr[-3000:]
+        totals = json.loads(node.stdout.strip().splitlines()[-1])
+        reports = len(FORM_SPECS) * FORM_DEVICES
+        assert totals == {"queued": reports, "sent": reports, "dropped": 0, "notQueued": []}
+    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY}
+    strict = 1 - 1e-8
+    with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
+        def get(name: str, **params: Any) -> dict[str, Any]:
+            answer = httpx.get(f"{agg.url}/v1/estimates/{name}",
+                               params={"confidence": strict, **params},
+                               headers=auth(ANALYST_KEY), timeout=60)
+            assert answer.status_code == 200, answer.text
+            body: dict[str, Any] = answer.json()
+            assert body["n"] == FORM_DEVICES
+            return body
+
+        found = get("js.f.search")["estimate"]
+        listed = {row["category"]: row for row in found["values"] if row["confident"]}
+        assert set(HEAVY) <= set(listed), list(listed)
+        for value, count in HEAVY.items():
+            print("js.f.search", value, count / FORM_DEVICES, listed[value]["ci_low"],
+                  listed[value]["ci_high"])
+            assert listed[value]["ci_low"] <= count / FORM_DEVICES <= listed[value]["ci_high"]
+
+        values = np.array(plan["amounts"])
+        body = get("js.f.latency", buckets=8, quantiles="0.25,0.5,0.9")
+        assert body["mechanism"] == "square_wave"
+        est = body["estimate"]
+        print("js.f.latency mean", values.mean(), est["ci_low"], est["ci_high"])
+        assert est["ci_low"] <= values.mean() <= est["ci_high"]
+        for b in est["distribution"]["buckets"]:
+            inside = ((b["low"] <= values) & ((b["high"] > values) | (b["high"] == 100.0))).mean()
+            assert b["ci_low"] <= inside <= b["ci_high"], (b, inside)
+        k = MetricSpec.from_json(FORM_SPECS[1]).build().k  # type: ignore[attr-defined]
+        for row in est["quantiles"]:
+            truth = float(np.quantile(values, row["q"]))
+            slack = 1.5 * 100 / k
+            assert row["ci_low"] - slack <= truth <= row["ci_high"] + slack, (row, truth)
+
+        rows = get("js.f.plan")["estimate"]["values"]
+        for row, share in zip(rows, SHARES, strict=True):
+            print("js.f.plan", row["value"], share, row["ci_low"], row["ci_high"])
+            assert row["ci_low"] <= share <= row["ci_high"], (row, share)

@@ -1,0 +1,136 @@
+/**
+ * ``@ldp-telemetry/sdk/forms``: the mechanism forms outside the core bundle,
+ * opt-in and tree-shakeable (import only the forms your metrics use).
+ *
+ * - ``prefixOlh``: string metrics (``ldp_core.mechanisms.prefix``): the level
+ *   drawn with the spec's integer ``shares``, a public seed, the OLH bucket of
+ *   the prefix under a seed vector drawn from SHAKE-256, then GRR over ``g``.
+ * - ``cms`` / ``hcms``: Apple's count-mean sketches over the projective family
+ *   (``ldp_core.mechanisms.sketch``).
+ *
+ * Every parameter is read from the spec's ``params`` (``describe()``); the
+ * keep threshold is ``params.keep``, else ``p_star`` * 2**32 (exact: the
+ * channel's p is keep / 2**32, which a double holds exactly).  Square Wave
+ * needs nothing from here: it is in the core.  A spec whose form is not
+ * registered is refused at learn time with one log line naming this import,
+ * and its records answer ``form_not_loaded``.
+ *
+ * @example
+ *   import { registerForms, prefixOlh } from "@ldp-telemetry/sdk/forms";
+ *   registerForms(prefixOlh);          // or registerAllForms()
+ *   await client.record("search.query", "Zürich");
+ */
+import { alphabet, symbols } from "./alphabet.js";
+import { shake256 } from "./keccak.js";
+import { base64url, grrStep, int, intEncode, olhHash, olhLength, registerForm, type Family, type Form } from "./mechanisms.js";
+
+/** A form and the mechanism name it builds. */
+export type NamedForm = readonly [string, Form];
+import { bitLength, type Rng } from "./rng.js";
+import { utf8 } from "./sha256.js";
+
+const WORD = 2 ** 32;
+
+/** The keep threshold: ``params.keep``, else p* 2**32 (must be an integer in (0, 2**32)). */
+function keepOf(p: Record<string, unknown>, name: string): number {
+  const keep = p.keep ?? (p.p_star as number) * WORD;
+  if (!Number.isInteger(keep) || (keep as number) <= 0 || (keep as number) >= WORD) {
+    throw new Error(`${name} needs an integer keep threshold in (0, 2**32), got ${keep}`);
+  }
+  return keep as number;
+}
+
+function parity(x: number): number {
+  let bit = 0;
+  for (; x; x &= x - 1) bit ^= 1;
+  return bit;
+}
+
+/** a_{level, seed} of the prefix form: ``length`` digits of GF(g) from SHAKE-256, by rejection. */
+export function seedVector(level: number, seed: number, length: number, g: number): number[] {
+  const limit = 65536 - (65536 % g), label = utf8(`ldp-prefix/${g}/${level}/${seed}`);
+  for (let size = 4 * length + 8; ; size *= 2) {
+    const stream = shake256(label, size), out: number[] = [];
+    for (let i = 0; i < size && out.length < length; i += 2) {
+      const word = stream[i] | (stream[i + 1] << 8);
+      if (word < limit) out.push(word % g);
+    }
+    if (out.length === length) return out;
+  }
+}
+
+/** Strings nobody listed (Python ``PrefixOLH._perturb``, draw for draw). */
+export const prefixOlh: NamedForm = ["prefix_olh", (p) => {
+  const name = "prefix_olh";
+  const a = alphabet(p.alphabet, p.max_length, p.casefold);
+  const cuts = p.cuts as number[], shares = p.shares as number[];
+  const g = int(p, "g", name), seeds = int(p, "seeds", name), keep = keepOf(p, name);
+  if (!Array.isArray(cuts) || !Array.isArray(shares) || !cuts.length || shares.length !== cuts.length
+    || cuts.some((c, i) => !Number.isInteger(c) || c < 1 || c > a.maxLength || (i > 0 && c <= cuts[i - 1]))
+    || shares.some((w) => !Number.isSafeInteger(w) || w < 1)) {
+    throw new Error(`${name} needs rising cuts <= max_length and one positive share each, got ${JSON.stringify([cuts, shares])}`);
+  }
+  const total = shares.reduce((x, y) => x + y, 0);
+  const vectors = new Map<number, number[]>();  // level * seeds + seed -> a (public, cached)
+  const family: Family<Uint16Array> = {
+    input: (value) => symbols(a, value),
+    perturb: (syms, rng: Rng) => {
+      let draw = rng.randrange(total), level = 0;
+      while (draw >= shares[level]) draw -= shares[level++];
+      const seed = rng.randrange(seeds), key = level * seeds + seed;
+      let v = vectors.get(key);
+      if (!v) vectors.set(key, v = seedVector(level, seed, cuts[level], g));
+      let h = 0;
+      for (let i = 0; i < v.length; i++) h = (h + v[i] * syms[i]) % g;
+      return (key * g) + grrStep(h, keep, g, rng);
+    },
+    encode: intEncode,
+  };
+  return family;
+}];
+
+/** The projective family of the sketches: (seeds, buckets m, h_seed). */
+function sketch(p: Record<string, unknown>, d: number, name: string) {
+  const m = int(p, "buckets", name), seeds = int(p, "seeds", name), length = olhLength(m, d);
+  return { m, seeds, keep: keepOf(p, name), bucket: (seed: number, v: number) => olhHash(m, length, seed, v) };
+}
+
+/** Count-mean sketch: seed, then bit b set iff its word < keep (b = h) or < 2**32 - keep. */
+export const cms: NamedForm = ["cms", (p, d) => {
+  const { m, seeds, keep, bucket } = sketch(p, d, "cms");
+  const family: Family = {
+    perturb: (v, rng) => {
+      const seed = rng.randrange(seeds), h = bucket(seed, v), w = rng.words(m);
+      const bits = new Uint8Array((m + 7) >> 3);
+      for (let b = 0; b < m; b++) if (w[b] < (b === h ? keep : WORD - keep)) bits[b >> 3] |= 1 << (b & 7);
+      return `${seed}.${base64url(bits)}`;
+    },
+    encode: (r) => `"${r as string}"`,
+  };
+  return family;
+}];
+
+/** Hadamard count-mean sketch: ((seed K + column) 2 + sign), the sign kept iff a word < keep. */
+export const hcms: NamedForm = ["hcms", (p, d) => {
+  const { m, seeds, keep, bucket } = sketch(p, d, "hcms");
+  const bits = bitLength(m), width = 2 ** bits;
+  const family: Family = {
+    perturb: (v, rng) => {
+      const seed = rng.randrange(seeds), row = bucket(seed, v) + 1;
+      const column = rng.getrandbits(bits), kept = rng.getrandbits(32) < keep ? 1 : 0;
+      return (seed * width + column) * 2 + ((1 - parity(row & column)) ^ (1 - kept));
+    },
+    encode: intEncode,
+  };
+  return family;
+}];
+
+/** Register forms for every Client opened afterwards; only the forms named here are bundled. */
+export function registerForms(...forms: NamedForm[]): void {
+  for (const [name, form] of forms) registerForm(name, form);
+}
+
+/** Register every form of this module (``registerForms(prefixOlh, cms, hcms)``). */
+export function registerAllForms(): void {
+  registerForms(prefixOlh, cms, hcms);
+}

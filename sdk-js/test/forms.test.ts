@@ -1,0 +1,87 @@
+// The opt-in forms on the device: a string metric never stores or logs its true
+// string (tests/client_sdk/test_strings_privacy.py for the JS SDK), and the
+// sketches and Square Wave record through the Client.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Client, FileStore, InvalidValueError, MemoryStore, type Spec } from "../src/node.js";
+import { registerAllForms } from "../src/forms.js";
+
+registerAllForms();
+const here = fileURLToPath(new URL(".", import.meta.url));
+const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
+const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
+const DEAD = "http://127.0.0.1:9";  // nothing listens: deliveries fail, log lines are written
+const DAY = 86400;
+
+function capture() {
+  const lines: string[] = [];
+  const say = (m: string) => { lines.push(m); };
+  return { lines, logger: { warn: say, info: say, error: say } };
+}
+
+test("no true string in the journal, the state folder or the logs; payloads vary", async () => {
+  const spec = SPECS.get("s.0.6.1.4.0")!;  // a-z, max_length 6, casefold, eps 4
+  const dir = mkdtempSync(join(tmpdir(), "ldp-strings-")), { lines, logger } = capture();
+  let now = 1_800_000_000;
+  const c = await Client.open({ url: DEAD, apiKey: "k", store: new FileStore(dir), metrics: [spec], fetchMetrics: false,
+    interval: 0, backoffBase: 0.01, logger, clock: () => now });
+  for (let i = 0; i < 40; i++) {
+    assert.equal((await c.record(spec.name, "Zebra")).status, "queued");
+    now += DAY;
+  }
+  assert.equal((await c.record(spec.name, "Zebra!")).status, "invalid_value");   // off the alphabet
+  assert.equal(await c.flush(0.3), false);
+  c.close();
+  // "zebra" as Python codes it: sum sym_i 27^i (a = 1).
+  const code = [..."zebra"].reduce((acc, ch, i) => acc + BigInt(ch.charCodeAt(0) - 96) * 27n ** BigInt(i), 0n);
+  const leaks = ["Zebra", "zebra", "ZEBRA", String(code)];
+  for (const f of readdirSync(dir)) {
+    const data = readFileSync(join(dir, f)).toString("latin1");
+    for (const leak of leaks) assert.ok(!data.includes(leak), `${f} holds ${leak}`);
+  }
+  assert.ok(lines.length > 0);
+  for (const leak of leaks) assert.ok(!lines.join("\n").includes(leak), `a log line holds ${leak}`);
+  const rows = readFileSync(join(dir, "journal"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+    .flatMap((e) => e.r && e.r.metric === spec.name ? [Number(e.r.payload)] : []);
+  assert.equal(rows.length, 40);
+  const counters = spec.params.num_counters as number;
+  assert.ok(rows.every((r) => Number.isInteger(r) && r >= 0 && r < counters));
+  // 40 equal payloads from a uniform level and seed (3 x 2048) then GRR: probability < 1e-100.
+  assert.ok(new Set(rows).size > 1);
+});
+
+test("strict: a refused string is an error that does not quote it", async () => {
+  const spec = SPECS.get("s.1.8.0.1.0")!;  // a-z0-9_, no casefold
+  const c = await Client.open({ url: DEAD, apiKey: "k", store: new MemoryStore(), metrics: [spec], fetchMetrics: false,
+    interval: 0, strict: true, logger: capture().logger });
+  await assert.rejects(c.record(spec.name, "Secret-Value"), (e: Error) => e instanceof InvalidValueError && !e.message.includes("Secret"));
+  assert.equal((await c.record(spec.name, "ok_1")).status, "queued");
+  c.close();
+});
+
+test("Square Wave, CMS and HCMS record through the Client", async () => {
+  const names = ["n.square_wave.1.0.0", "c.cms.37.1.0", "c.hcms.37.1.0"];
+  const c = await Client.open({ url: DEAD, apiKey: "k", store: new MemoryStore(), metrics: names.map((n) => SPECS.get(n)!),
+    fetchMetrics: false, interval: 0, logger: capture().logger });
+  assert.equal((await c.record(names[0], 61.5)).status, "queued");
+  assert.equal((await c.record(names[1], "c5")).status, "queued");
+  assert.equal((await c.record(names[2], "c36")).status, "queued");
+  assert.equal((await c.record(names[2], "nope")).status, "invalid_value");
+  assert.equal(c.queued, 3);
+  c.close();
+});
+
+test("the package's entry points resolve: @ldp-telemetry/sdk/forms shares the core's registry", async () => {
+  // Self-reference by package name (package.json "exports"); a variable keeps tsc out of it.
+  const names = ["@ldp-telemetry/sdk/forms", "@ldp-telemetry/sdk/node", "@ldp-telemetry/sdk"];
+  const [forms, node, root] = await Promise.all(names.map((n) => import(n)));
+  assert.equal(typeof forms.registerForms, "function");
+  assert.equal(node.Client, Client);
+  assert.equal(typeof root.buildMechanism, "function");
+  forms.registerForms(forms.hcms);
+  assert.equal(node.buildMechanism(SPECS.get("c.hcms.37.1.0")!).name, "hcms");
+});
