@@ -67,7 +67,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ldp_core.base import Mechanism
+from ldp_core.mechanisms.hierarchical import HierarchicalHistogram, linear_inverse
 from ldp_core.mechanisms.square_wave import SquareWave
+
+#: The mechanisms whose tallies give a distribution on a grid of k + 1 points.
+GridChannel = SquareWave | HierarchicalHistogram
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -79,6 +83,7 @@ __all__ = [
     "distribution_json",
     "ems",
     "estimate_distribution",
+    "isotonic_masses",
     "wasserstein1",
 ]
 
@@ -89,6 +94,8 @@ SMOOTHING = 1 / 32
 #: EMS stops when the log-likelihood gains less than this per report.
 TOLERANCE = 1e-9
 MAX_ITERATIONS = 10_000
+#: The most equal buckets a distribution is read on.
+MAX_BUCKETS = 64
 #: Points per grid step where a quantile's interval is searched.
 SEARCH = 8
 Floats = npt.NDArray[np.float64]
@@ -177,17 +184,43 @@ def cdf_of_masses(masses: Floats, lo: float, hi: float) -> Callable[[Floats], Fl
 
 
 @lru_cache(maxsize=32)
-def _pseudo_inverse(m: SquareWave) -> Floats:
-    """T^+ = T' (T T')^-1: w = T^+ phi solves T w = phi with the least norm."""
-    t = m.transition()
-    return t.T @ np.linalg.inv(t @ t.T)
+def unbiased_inverse(m: GridChannel) -> Floats:
+    """P (M x (k + 1)): the tally share times P is an unbiased estimate of the grid
+    masses (``linear_inverse``: weighted least squares over the exact channel)."""
+    return linear_inverse(m.transition())
 
 
-def _linear(m: SquareWave, share: Floats, n: int, phi: Floats) -> tuple[Floats, Floats]:
+def _linear(m: GridChannel, share: Floats, n: int, phi: Floats) -> tuple[Floats, Floats]:
     """(unbiased estimate, its estimated variance) of phi . x for each column of phi."""
-    w = _pseudo_inverse(m) @ phi
+    w = unbiased_inverse(m) @ phi
     value = share @ w
     return value, np.maximum(share @ (w * w) - value * value, 0.0) / n
+
+
+def _pava(y: Floats) -> Floats:
+    """The non-decreasing sequence nearest to y in least squares (pool adjacent violators)."""
+    values: list[float] = []
+    weights: list[int] = []
+    for v in y.tolist():
+        values.append(v)
+        weights.append(1)
+        while len(values) > 1 and values[-2] > values[-1]:
+            v2, w2 = values.pop(), weights.pop()
+            values[-1] = (values[-1] * weights[-1] + v2 * w2) / (weights[-1] + w2)
+            weights[-1] += w2
+    return np.repeat(values, weights)
+
+
+def isotonic_masses(unbiased: Floats) -> Floats:
+    """Grid masses >= 0 summing to 1 whose CDF is the isotonic regression of the unbiased
+    one, clipped to [0, 1]: it keeps the precise cumulative sums of a hierarchy (Norm-Sub
+    of the masses would move every cumulative sum).
+
+    >>> isotonic_masses(np.array([0.3, -0.1, 0.5, 0.3])).round(3).tolist()
+    [0.25, 0.0, 0.45, 0.3]
+    """
+    cdf = np.clip(_pava(np.cumsum(unbiased)[:-1]), 0.0, 1.0)
+    return np.diff(np.concatenate([[0.0], cdf, [1.0]]))
 
 
 def _inverse(x: Floats, cdf: Floats, q: float) -> float:
@@ -203,10 +236,11 @@ def _inverse(x: Floats, cdf: Floats, q: float) -> float:
 
 @dataclass(frozen=True)
 class DistributionEstimate:
-    """A Square Wave metric's distribution: the EMS shape (``masses``) and the tally
-    share per cell (``share``) behind the unbiased intervals."""
+    """A grid metric's distribution: the served shape (``masses``: EMS for Square Wave,
+    the isotonic CDF for a hierarchy) and the tally share per cell (``share``) behind
+    the unbiased intervals."""
 
-    m: SquareWave
+    m: GridChannel
     share: Floats
     n: int
     masses: Floats
@@ -267,14 +301,17 @@ class DistributionEstimate:
             "quantiles": [{"q": q, **self.quantile(q).to_json()} for q in self.quantiles_asked],
             "grid_points": len(self.masses),
             "method": (
-                "shape: EM with smoothing over the exact Square Wave channel; values and "
-                "intervals: unbiased inversion of the channel (quantiles: inverted CDF test)"
+                ("shape: EM with smoothing over the exact Square Wave channel"
+                 if isinstance(self.m, SquareWave) else
+                 "shape: isotonic CDF of the unbiased hierarchical histogram")
+                + "; values and intervals: unbiased inversion of the channel "
+                "(quantiles: inverted CDF test)"
             ),
         }
 
 
 def estimate_distribution(
-    m: SquareWave,
+    m: GridChannel,
     tallies: Sequence[int] | npt.NDArray[Any],
     n: int,
     confidence: float = 0.95,
@@ -292,9 +329,12 @@ def estimate_distribution(
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if not all(0 < q < 1 for q in quantiles):
         raise ValueError("quantiles must lie in (0, 1)")
-    if isinstance(buckets, bool) or not 1 <= buckets <= m.k:
-        raise ValueError(f"buckets must be in [1, {m.k}], got {buckets!r}")
-    masses, iterations = ems(m.transition(), counts)
+    if isinstance(buckets, bool) or not 1 <= buckets <= MAX_BUCKETS:
+        raise ValueError(f"buckets must be in [1, {MAX_BUCKETS}], got {buckets!r}")
+    if isinstance(m, SquareWave):
+        masses, iterations = ems(m.transition(), counts)
+    else:
+        masses, iterations = isotonic_masses(counts / n @ unbiased_inverse(m)), 0
     return DistributionEstimate(
         m=m, share=counts / n, n=n, masses=masses, iterations=iterations,
         confidence=confidence, edges=np.linspace(m.lo, m.hi, buckets + 1),
@@ -314,10 +354,10 @@ def distribution_json(
     >>> sorted(distribution_json(["quantiles"], m, t, 500, 0.95))
     ['quantiles']
     """
-    if not isinstance(m, SquareWave):
-        raise ValueError(f"{m.name} estimates no distribution; square_wave does")
+    if not isinstance(m, SquareWave | HierarchicalHistogram):
+        raise ValueError(f"{m.name} estimates no distribution; square_wave and hierarchical do")
     d = estimate_distribution(m, tallies, n, confidence, quantiles=quantiles,
-                              buckets=min(buckets, m.k))
+                              buckets=min(buckets, MAX_BUCKETS))
     body = d.to_json()
     out: dict[str, Any] = {}
     if "distribution" in statistics:
