@@ -1,8 +1,10 @@
 """Distributions and quantiles: Square Wave + EMS, the hierarchical histogram and a flat
 OUE histogram side by side; the coverage of the served intervals.
 
-Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]``; ``--sweep``
-for the parameter sweeps (on other shapes and seeds).  Data on [0, 1]:
+Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (all three
+tables, or any of ``--accuracy``, ``--coverage`` (``--both``: both mechanisms at
+every eps), ``--cost``); ``--sweep`` for the parameter sweeps (on other shapes
+and seeds).  Data on [0, 1]:
 ``beta`` = Beta(2, 5); ``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped.
 
 1. Accuracy at n = 10^5, eps in {0.5, 1, 2, 4}, ``surveys`` surveys per cell,
@@ -13,8 +15,7 @@ for the parameter sweeps (on other shapes and seeds).  Data on [0, 1]:
    histogram (B = 2, h = 4, isotonic CDF) and of OUE over d equal buckets
    (d in 8, 16, 32, 64, Norm-Sub, each bucket uniform inside; the best d per
    cell *with hindsight*).  OUE is the best flat frequency oracle here (its
-   variance is never above OLH's).  ``auto`` serves the one ``distribution_auto``
-   picks for eps.
+   variance is never above OLH's).  Square Wave is the one served.
 2. Coverage of the served 95% intervals at n = 10^5: quantiles (Woodruff on the
    unbiased CDF) and range shares (unbiased, normal), over ``populations`` drawn
    populations x ``trials`` independent tallies of each (vectorised: one
@@ -42,6 +43,9 @@ from aggregator.distribution import (
     cdf_knots,
     ems,
     estimate_distribution,
+    quantile_interval,
+    range_weights,
+    search_weights,
     wasserstein1,
 )
 from aggregator.estimate import FrequencyEstimate, estimate
@@ -49,7 +53,6 @@ from benchmarks._table import header, median_seconds, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
 from ldp_core.mechanisms.square_wave import SquareWave
-from ldp_core.metric import distribution_auto
 
 N = 100_000
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
@@ -143,7 +146,7 @@ def accuracy_table(surveys: int) -> str:
             mean = {key: np.mean(v, axis=0) for key, v in got.items()}
             se = {key: np.std(v, axis=0, ddof=1) / np.sqrt(surveys) for key, v in got.items()}
             best = min(OUE_BUCKETS, key=lambda d: float(mean[f"oue{d}"][0]))
-            auto = distribution_auto(eps)
+            auto = "square_wave"
             oue = mean[f"oue{best}"]
             cells = [f"{mean[n][0]:.4f} ± {se[n][0]:.4f}" for n in ("square_wave", "hierarchical")]
             rows.append([
@@ -154,44 +157,56 @@ def accuracy_table(surveys: int) -> str:
                 " / ".join(f"{mean[n][2]:.4f}" for n in ("square_wave", "hierarchical"))
                 + f" / {oue[2]:.4f}",
             ])
-    return table(["data", "eps", "W1 SW+EMS", "W1 HH", "W1 best OUE", "auto: W1 / OUE",
+    return table(["data", "eps", "W1 SW+EMS", "W1 HH", "W1 best OUE", "served: W1 / OUE",
                   "range MAE SW / HH / OUE", "quantile MAE SW / HH / OUE"], rows)
 
 
-def coverage_table(populations: int, trials: int) -> str:
+def coverage_table(populations: int, trials: int, extra: tuple[str, ...] = ()) -> str:
+    """Coverage of Square Wave's intervals at each eps (and of ``extra`` mechanisms')."""
     rows = []
+    z = 1.959963984540054
     for shape in SHAPES:
-        for eps in (1.0, 4.0):
-            for name in ("square_wave", "hierarchical"):
+        for eps in (0.5, 1.0, 4.0):
+            for name in sorted({"square_wave", *extra}):
                 m = build(name, eps)
+                x, w, w2 = search_weights(m)
                 hits = np.zeros(len(QUANTILES) + len(RANGES))
-                widths = np.zeros(len(QUANTILES))
+                widths = np.zeros(len(QUANTILES) + len(RANGES))
                 for p in range(populations):
                     values = draw(shape, N, 50_000 + p)
                     truth_q = np.quantile(values, QUANTILES)
                     truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
-                    many = m.simulate_tallies(values, trials, np.random.default_rng(p))
-                    for t in many:
-                        d = _unshaped(m, t)
-                        for i, q in enumerate(QUANTILES):
-                            interval = d.quantile(q)
+                    share = m.simulate_tallies(values, trials, np.random.default_rng(p)) / N
+                    # Every tally's unbiased CDF and its stderr in one product each.
+                    f = share @ w
+                    se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+                    for i, q in enumerate(QUANTILES):
+                        for row in range(trials):
+                            interval = quantile_interval(x, f[row], se[row], q, z)
                             hits[i] += interval.ci_low <= truth_q[i] <= interval.ci_high
                             widths[i] += interval.ci_high - interval.ci_low
-                        for i, (a, b) in enumerate(RANGES):
-                            interval = d.range_share(a, b)
-                            hits[len(QUANTILES) + i] += (interval.ci_low <= truth_r[i]
-                                                         <= interval.ci_high)
+                    for i, (a, b) in enumerate(RANGES):
+                        d = _unshaped(m, share[0])
+                        ranged = d.range_share(a, b)  # the served one, then every tally's
+                        phi, phi2 = range_weights(m, a, b)
+                        value = share @ phi
+                        sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
+                        assert abs(value[0] - ranged.value) < 1e-9
+                        assert abs(sd[0] - (ranged.stderr or 0.0)) < 1e-9
+                        hits[len(QUANTILES) + i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
+                        widths[len(QUANTILES) + i] += np.sum(2 * z * sd)
                 total = populations * trials
                 rows.append([shape, f"{eps:g}", name, *(f"{h / total:.3f}" for h in hits),
                              " ".join(f"{w / total:.3f}" for w in widths)])
     head = [f"p{q * 100:g}" for q in QUANTILES] + [f"[{a:g},{b:g}]" for a, b in RANGES]
-    return table(["data", "eps", "mechanism", *head, "mean width p50/p90/p99"], rows)
+    return table(["data", "eps", "mechanism", *head,
+                  "mean width p50/p90/p99, ranges"], rows)
 
 
-def _unshaped(m: GridChannel, t: np.ndarray) -> DistributionEstimate:
+def _unshaped(m: GridChannel, share: np.ndarray) -> DistributionEstimate:
     """The intervals' estimator alone (the served shape does not enter them)."""
     return DistributionEstimate(
-        m=m, share=t / N, n=N, masses=np.zeros(m.k + 1), iterations=0, confidence=0.95,
+        m=m, share=share, n=N, masses=np.zeros(m.k + 1), iterations=0, confidence=0.95,
         edges=np.linspace(0.0, 1.0, 17), quantiles_asked=QUANTILES)
 
 
@@ -244,15 +259,21 @@ def main() -> None:
         print(sweep_table(surveys))
         return
     surveys, populations, trials = (3, 2, 50) if quick else (20, 10, 200)
-    print(header(f"Accuracy at n = {N:,}, mean ± se of {surveys} surveys"))
-    print(accuracy_table(surveys))
-    print()
-    print(header(f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
-                 f"{trials} tallies"))
-    print(coverage_table(populations, trials))
-    print()
-    print(header("Cost of one served distribution estimate"))
-    print(cost_table())
+    parts = [a for a in ("--accuracy", "--coverage", "--cost") if a in sys.argv] or [
+        "--accuracy", "--coverage", "--cost"]
+    if "--accuracy" in parts:
+        print(header(f"Accuracy at n = {N:,}, mean ± se of {surveys} surveys"))
+        print(accuracy_table(surveys))
+        print()
+    if "--coverage" in parts:
+        print(header(f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
+                     f"{trials} tallies"))
+        print(coverage_table(populations, trials,
+                             ("square_wave", "hierarchical") if "--both" in sys.argv else ()))
+        print()
+    if "--cost" in parts:
+        print(header("Cost of one served distribution estimate"))
+        print(cost_table())
 
 
 if __name__ == "__main__":

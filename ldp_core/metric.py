@@ -12,11 +12,10 @@ and the resolved mechanism parameters.
 'per device, per metric, per day'
 
 A numeric metric says which statistics it serves; a distribution or quantiles
-need Square Wave or a hierarchical histogram, and ``auto`` picks by epsilon
-(``distribution_auto``):
+need Square Wave, which ``auto`` then resolves to:
 
 >>> latency = MetricSpec.from_json({"name": "latency", "kind": "numeric", "lo": 0,
-...     "hi": 500, "epsilon": 2.0, "statistics": ["mean", "quantiles"]})
+...     "hi": 500, "epsilon": 1.0, "statistics": ["mean", "quantiles"]})
 >>> latency.mechanism, latency.statistics
 ('square_wave', ('mean', 'quantiles'))
 """
@@ -52,23 +51,10 @@ MAX_COUNTERS_PER_REPORT = 1024
 #: Counters x epochs of one metric over 31 days (hourly OLH at d = 65,536 is 73M).
 MAX_COUNTER_EPOCHS = 1 << 24
 
-#: What a numeric metric can serve; ``DISTRIBUTIONAL`` ones need a ``DISTRIBUTION_MECHANISMS``.
+#: What a numeric metric can serve; ``DISTRIBUTIONAL`` ones need ``DISTRIBUTION_MECHANISM``.
 STATISTICS = ("mean", "distribution", "quantiles")
 DISTRIBUTIONAL = frozenset({"distribution", "quantiles"})
-DISTRIBUTION_MECHANISMS = ("square_wave", "hierarchical")
-#: ``auto`` for a distribution: the hierarchical histogram below this epsilon, Square
-#: Wave from it on (lower Wasserstein-1 on each side: README, "Distributions and
-#: quantiles", measured on shapes and seeds apart from the reported table).
-HIERARCHY_BELOW = 1.0
-
-
-def distribution_auto(epsilon: float) -> str:
-    """The mechanism ``auto`` serves a distribution with at ``epsilon``.
-
-    >>> distribution_auto(0.5), distribution_auto(4.0)
-    ('hierarchical', 'square_wave')
-    """
-    return "hierarchical" if epsilon < HIERARCHY_BELOW else "square_wave"
+DISTRIBUTION_MECHANISM = "square_wave"
 
 #: The estimate each metric kind asks of its mechanism.
 _KIND: dict[str, Kind] = {
@@ -273,10 +259,10 @@ class MetricSpec:
             errors["kind"] = "max_length, alphabet and casefold belong to a string metric"
         statistics = _statistics(kind, data.get("statistics"), errors)
         if (DISTRIBUTIONAL & set(statistics) and "mechanism" not in errors
-                and mech not in ("auto", *DISTRIBUTION_MECHANISMS)):
+                and mech not in ("auto", DISTRIBUTION_MECHANISM)):
             errors["mechanism"] = (
                 f"{mech!r} serves only the mean; a distribution or quantiles need "
-                f"{' or '.join(map(repr, DISTRIBUTION_MECHANISMS))} (or 'auto')"
+                f"{DISTRIBUTION_MECHANISM!r} (or 'auto')"
             )
         epoch = _text(data.get("epoch", "day"))
         if epoch not in EPOCH_SECONDS:
@@ -381,8 +367,8 @@ class MetricSpec:
         return self._built["m"]
 
     def _make(self) -> Mechanism:
-        if self.mechanism == "auto" and self.serves_distribution:
-            return replace(self, mechanism=distribution_auto(self.epsilon))._make()
+        if self.mechanism == "auto" and self.serves_distribution:  # auto means Square Wave
+            return replace(self, mechanism=DISTRIBUTION_MECHANISM)._make()
         kind = _KIND[self.kind]
         levels = 1 if self.epsilon_inf is None else 2
         name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels,
