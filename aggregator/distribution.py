@@ -14,9 +14,12 @@ report.  The smoothing keeps EM from fitting the noise with spikes, and it
 biases the shape towards a smoother one.  The paper smooths fully (s = 1) on
 a grid of 1024 points; on this grid of 65 the same kernel is 16 times wider in
 value, and it flattens a bimodal shape (W1 0.036 against 0.006 at eps = 1).
-``SMOOTHING`` s = 1/32 was taken from a sweep of s in {0, 1/32, 1/10, 0.3, 1}
-and k in {64, 128} on the benchmark's two shapes (other seeds than the
-benchmark's table; README, "Distributions and quantiles").
+``SMOOTHING`` s = 1/32 (``aggregator.shape``) was first taken from a sweep on the
+benchmark's own two shapes; it is tuning, so it was re-checked on three other
+shapes (trimodal, exponential, uniform) and other seeds: over s in {0, 1/64,
+1/32, 1/16, 0.1, 0.3}, s = 1/32 has the lowest geometric mean of W1 over each
+row's best (1.15; 1/64: 1.17, 1/16: 1.20, s = 0: 1.54; README, "Distributions
+and quantiles").
 
 Reading grid masses as a distribution over [lo, hi]: grid point j's mass is
 spread evenly over [t_j - h/2, t_j + h/2] (h = (hi - lo)/k, clipped at lo and
@@ -27,19 +30,24 @@ is the true one smoothed by a kernel of width about h (bias O(h^2) f').
 
 Intervals.  EMS has no closed-form variance, and a parametric bootstrap of it
 through the exact channel under-covers badly (its bias does not shrink with n
-while its spread does; ``benchmarks/bench_distribution.py`` measures it).
-The intervals therefore come from the unbiased linear estimator: the CDF at a
-point x is a linear functional phi_x . x of the grid masses, and T has full
-row rank, so w_x = T^+ phi_x (minimum norm, T w_x = phi_x) gives
+while its spread does).  The intervals therefore come from an unbiased linear
+estimator: the CDF at a point x is a linear functional phi_x . x of the grid
+masses, and T has full row rank, so with P = ``linear_inverse(T)`` (weighted
+least squares, T P = I) and w_x = P phi_x
 
     F_hat(x) = sum_i (C_i / n) w_x,i,    E[F_hat(x)] = x . T w_x = phi_x . x,
-    Var[F_hat(x)] = (sum_i pi_i w_x,i^2 - F(x)^2) / n,  pi = x T,
+    Var[F_hat(x) | the reporting population] = (sum_i pi_i w_x,i^2 - phi_x^2 . x) / n
 
-estimated without bias from the same tallies (pi_i by C_i / n).  A range share
-is the difference of two such functionals (one w), with a normal interval.  A
-quantile is read from a monotone version of F_hat (clipped to [0, 1]); its
+(pi = x T; the reports are independent, person k's with mean phi_x . e_{j_k}
+after the rounding, so the spread *between* people, phi_x^2 . x - F^2, is not
+noise about the population's own CDF).  Both terms are estimated without bias
+from the same tallies: pi_i by C_i / n, phi_x^2 . x by share @ (P phi_x^2).  A
+range share is the difference of two such functionals, with a normal interval.
+A quantile is read from a monotone version of F_hat (clipped to [0, 1]); its
 interval is Woodruff's (1952): the quantiles at q -+ z se(F_hat) with the
-stderr at the estimated quantile, so it always holds the estimate.
+stderr at the estimated quantile, so it always holds the estimate.  Any grid
+channel serves: Square Wave, and the hierarchical histogram that the benchmark
+compares (``ldp_core.mechanisms.hierarchical``).
 
 >>> import numpy as np
 >>> from ldp_core import mechanism
@@ -66,8 +74,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.shape import (
+    bootstrap_masses,
+    ems,
+    isotonic_masses,
+    wasserstein1,
+)
 from ldp_core.base import Mechanism
+from ldp_core.mechanisms.hierarchical import HierarchicalHistogram, linear_inverse
 from ldp_core.mechanisms.square_wave import SquareWave
+
+#: The mechanisms whose tallies give a distribution on a grid of k + 1 points.
+GridChannel = SquareWave | HierarchicalHistogram
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -79,16 +97,18 @@ __all__ = [
     "distribution_json",
     "ems",
     "estimate_distribution",
+    "isotonic_masses",
+    "quantile_interval",
+    "range_weights",
+    "search_weights",
+    "unbiased_inverse",
     "wasserstein1",
 ]
 
 #: The quantiles reported unless others are asked.
 DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
-#: The weight of the binomial smoothing in each EMS step (module docstring).
-SMOOTHING = 1 / 32
-#: EMS stops when the log-likelihood gains less than this per report.
-TOLERANCE = 1e-9
-MAX_ITERATIONS = 10_000
+#: The most equal buckets a distribution is read on.
+MAX_BUCKETS = 64
 #: Points per grid step where a quantile's interval is searched.
 SEARCH = 8
 Floats = npt.NDArray[np.float64]
@@ -106,51 +126,6 @@ class Interval:
     def to_json(self) -> dict[str, float | None]:
         return {"value": self.value, "stderr": self.stderr, "ci_low": self.ci_low,
                 "ci_high": self.ci_high}
-
-
-def _smooth(x: Floats, weight: float = SMOOTHING) -> Floats:
-    """The binomial smoothing step over the last axis, renormalised."""
-    out = np.empty_like(x)
-    out[..., 1:-1] = (x[..., :-2] + 2 * x[..., 1:-1] + x[..., 2:]) / 4
-    out[..., 0] = (2 * x[..., 0] + x[..., 1]) / 3
-    out[..., -1] = (x[..., -2] + 2 * x[..., -1]) / 3
-    out = (1 - weight) * x + weight * out
-    return out / out.sum(axis=-1, keepdims=True)  # type: ignore[no-any-return]
-
-
-def ems(
-    transition: Floats,
-    counts: npt.ArrayLike,
-    tolerance: float = TOLERANCE,
-    max_iterations: int = MAX_ITERATIONS,
-    smoothing: float = SMOOTHING,
-) -> tuple[Floats, int]:
-    """(x, iterations): EM with smoothing for one tally vector (M,) or a batch (R, M).
-
-    >>> t = np.array([[0.7, 0.3], [0.3, 0.7]])   # a two-point channel
-    >>> x, _ = ems(t, [550, 450], smoothing=1.0)
-    >>> x.round(3).tolist()     # EM alone gives [0.625, 0.375]; smoothing pulls them together
-    [0.509, 0.491]
-    """
-    c = np.atleast_2d(np.asarray(counts, dtype=np.float64))
-    n = c.sum(axis=1, keepdims=True)
-    if np.any(n <= 0):
-        raise ValueError("every tally vector needs at least one report")
-    share = c / n
-    x = np.full((c.shape[0], transition.shape[0]), 1.0 / transition.shape[0])
-    previous = np.full(c.shape[0], -np.inf)
-    active = np.ones(c.shape[0], dtype=bool)
-    iterations = 0
-    while iterations < max_iterations and active.any():
-        iterations += 1
-        index = np.flatnonzero(active)
-        xa, sa = x[index], share[index]
-        predicted = np.maximum(xa @ transition, 1e-300)
-        loglik = (sa * np.log(predicted)).sum(axis=1)
-        x[index] = _smooth(xa * ((sa / predicted) @ transition.T), smoothing)
-        active[index[loglik - previous[index] < tolerance]] = False
-        previous[index] = loglik
-    return (x[0] if np.ndim(counts) == 1 else x), iterations
 
 
 def cdf_knots(lo: float, hi: float, k: int) -> Floats:
@@ -177,17 +152,25 @@ def cdf_of_masses(masses: Floats, lo: float, hi: float) -> Callable[[Floats], Fl
 
 
 @lru_cache(maxsize=32)
-def _pseudo_inverse(m: SquareWave) -> Floats:
-    """T^+ = T' (T T')^-1: w = T^+ phi solves T w = phi with the least norm."""
-    t = m.transition()
-    return t.T @ np.linalg.inv(t @ t.T)
+def unbiased_inverse(m: GridChannel) -> Floats:
+    """P (M x (k + 1)): the tally share times P is an unbiased estimate of the grid
+    masses (``linear_inverse``: weighted least squares over the exact channel)."""
+    return linear_inverse(m.transition())
 
 
-def _linear(m: SquareWave, share: Floats, n: int, phi: Floats) -> tuple[Floats, Floats]:
+def _linear(m: GridChannel, share: Floats, n: int, phi: Floats) -> tuple[Floats, Floats]:
     """(unbiased estimate, its estimated variance) of phi . x for each column of phi."""
-    w = _pseudo_inverse(m) @ phi
-    value = share @ w
-    return value, np.maximum(share @ (w * w) - value * value, 0.0) / n
+    w = unbiased_inverse(m) @ phi
+    return share @ w, np.maximum(share @ (w * w) - share @ (unbiased_inverse(m) @ (phi * phi)),
+                                 0.0) / n
+
+
+def range_weights(m: GridChannel, a: float, b: float) -> tuple[Floats, Floats]:
+    """(w, w2): share @ w is the unbiased share of [a, b]; share @ (w^2 - w2) times 1/n
+    its variance given the reporting population (``_linear``)."""
+    phi = _below(m.lo, m.hi, m.k, np.array([a, b], dtype=np.float64))
+    inside = phi[:, 1] - phi[:, 0]
+    return unbiased_inverse(m) @ inside, unbiased_inverse(m) @ (inside * inside)
 
 
 def _inverse(x: Floats, cdf: Floats, q: float) -> float:
@@ -201,12 +184,37 @@ def _inverse(x: Floats, cdf: Floats, q: float) -> float:
     return float(x[j - 1] + (q - cdf[j - 1]) / gap * (x[j] - x[j - 1]))
 
 
+@lru_cache(maxsize=32)
+def search_weights(m: GridChannel) -> tuple[Floats, Floats, Floats]:
+    """(x, W, W2): the points where quantiles are searched; share @ W is the unbiased
+    CDF there and (share @ (W^2 - W2)) / n its variance (one product for any number
+    of tally vectors)."""
+    x = np.linspace(m.lo, m.hi, SEARCH * m.k + 1)
+    phi = _below(m.lo, m.hi, m.k, x)
+    return x, unbiased_inverse(m) @ phi, unbiased_inverse(m) @ (phi * phi)
+
+
+def quantile_interval(x: Floats, f: Floats, se: Floats, q: float, z: float) -> Interval:
+    """The q-quantile of the unbiased CDF f (stderr se) at the points x, where a monotone
+    version of f reaches q, with Woodruff's interval: its quantiles at q -+ z se, se
+    taken at the estimate.  (Inverting the test |f(x) - q| <= z se(x) point by point
+    instead measured 0.64 at p50 and 1.00 at p90, eps = 4 and 1: further from 95%.)"""
+    clipped = np.clip(f, 0.0, 1.0)
+    # A monotone CDF: the mean of the running max from the left and min from the right.
+    monotone = (np.maximum.accumulate(clipped) + np.minimum.accumulate(clipped[::-1])[::-1]) / 2
+    value = _inverse(x, monotone, q)
+    spread = z * float(np.interp(value, x, se))
+    return Interval(value, None, _inverse(x, monotone, q - spread),
+                    _inverse(x, monotone, q + spread))
+
+
 @dataclass(frozen=True)
 class DistributionEstimate:
-    """A Square Wave metric's distribution: the EMS shape (``masses``) and the tally
-    share per cell (``share``) behind the unbiased intervals."""
+    """A grid metric's distribution: the served shape (``masses``: EMS for Square Wave,
+    the isotonic CDF for a hierarchy) and the tally share per cell (``share``) behind
+    the unbiased intervals."""
 
-    m: SquareWave
+    m: GridChannel
     share: Floats
     n: int
     masses: Floats
@@ -237,15 +245,10 @@ class DistributionEstimate:
         """The q-quantile (0 < q < 1) with its Woodruff interval."""
         if not 0 < q < 1:
             raise ValueError(f"a quantile must be in (0, 1), got {q!r}")
-        x = np.linspace(self.m.lo, self.m.hi, SEARCH * self.m.k + 1)
-        f, se = self.cdf(x)
-        f = np.clip(f, 0.0, 1.0)
-        # A monotone CDF: the mean of the running max from the left and min from the right.
-        monotone = (np.maximum.accumulate(f) + np.minimum.accumulate(f[::-1])[::-1]) / 2
-        value = _inverse(x, monotone, q)
-        spread = self.z * float(np.interp(value, x, se))
-        return Interval(value, None, _inverse(x, monotone, q - spread),
-                        _inverse(x, monotone, q + spread))
+        x, w, w2 = search_weights(self.m)
+        f = self.share @ w
+        se = np.sqrt(np.maximum(self.share @ (w * w) - self.share @ w2, 0.0) / self.n)
+        return quantile_interval(x, f, se, q, self.z)
 
     def smoothed_shares(self) -> Floats:
         """The EMS share of each bucket between consecutive ``edges``."""
@@ -267,14 +270,17 @@ class DistributionEstimate:
             "quantiles": [{"q": q, **self.quantile(q).to_json()} for q in self.quantiles_asked],
             "grid_points": len(self.masses),
             "method": (
-                "shape: EM with smoothing over the exact Square Wave channel; values and "
-                "intervals: unbiased inversion of the channel (quantiles: inverted CDF test)"
+                ("shape: EM with smoothing over the exact Square Wave channel"
+                 if isinstance(self.m, SquareWave) else
+                 "shape: isotonic CDF of the unbiased hierarchical histogram")
+                + "; values and intervals: unbiased inversion of the channel "
+                "(quantiles: inverted CDF test)"
             ),
         }
 
 
 def estimate_distribution(
-    m: SquareWave,
+    m: GridChannel,
     tallies: Sequence[int] | npt.NDArray[Any],
     n: int,
     confidence: float = 0.95,
@@ -292,9 +298,12 @@ def estimate_distribution(
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if not all(0 < q < 1 for q in quantiles):
         raise ValueError("quantiles must lie in (0, 1)")
-    if isinstance(buckets, bool) or not 1 <= buckets <= m.k:
-        raise ValueError(f"buckets must be in [1, {m.k}], got {buckets!r}")
-    masses, iterations = ems(m.transition(), counts)
+    if isinstance(buckets, bool) or not 1 <= buckets <= MAX_BUCKETS:
+        raise ValueError(f"buckets must be in [1, {MAX_BUCKETS}], got {buckets!r}")
+    if isinstance(m, SquareWave):
+        masses, iterations = ems(m.transition(), counts)
+    else:
+        masses, iterations = isotonic_masses(counts / n @ unbiased_inverse(m)), 0
     return DistributionEstimate(
         m=m, share=counts / n, n=n, masses=masses, iterations=iterations,
         confidence=confidence, edges=np.linspace(m.lo, m.hi, buckets + 1),
@@ -314,10 +323,10 @@ def distribution_json(
     >>> sorted(distribution_json(["quantiles"], m, t, 500, 0.95))
     ['quantiles']
     """
-    if not isinstance(m, SquareWave):
-        raise ValueError(f"{m.name} estimates no distribution; square_wave does")
+    if not isinstance(m, SquareWave | HierarchicalHistogram):
+        raise ValueError(f"{m.name} estimates no distribution; square_wave and hierarchical do")
     d = estimate_distribution(m, tallies, n, confidence, quantiles=quantiles,
-                              buckets=min(buckets, m.k))
+                              buckets=min(buckets, MAX_BUCKETS))
     body = d.to_json()
     out: dict[str, Any] = {}
     if "distribution" in statistics:
@@ -325,32 +334,3 @@ def distribution_json(
     if "quantiles" in statistics:
         out["quantiles"] = body["quantiles"]
     return out
-
-
-def bootstrap_masses(m: SquareWave, masses: Floats, n: int, replicates: int,
-                     seed: int) -> Floats:
-    """EMS re-run on ``replicates`` tallies drawn as Multinomial(n, masses T): the
-    parametric bootstrap through the exact channel (the benchmark measures its coverage)."""
-    transition = m.transition()
-    predicted = masses @ transition
-    gen = np.random.default_rng(seed)
-    counts = gen.multinomial(n, predicted / predicted.sum(), size=replicates)
-    return ems(transition, counts)[0]
-
-
-def wasserstein1(
-    cdf: Callable[[Floats], Floats], true_values: npt.ArrayLike, lo: float, hi: float,
-    points: int = 4096,
-) -> float:
-    """W1 between an estimated CDF (a callable on an array) and the empirical one of
-    ``true_values``, over [lo, hi] as a share of hi - lo (0 = identical, 1 = opposite ends).
-
-    >>> v = np.array([0.25, 0.75])
-    >>> round(wasserstein1(lambda x: np.clip(x, 0, 1), v, 0.0, 1.0), 3)   # uniform vs two atoms
-    0.125
-    """
-    x = np.linspace(lo, hi, points)
-    truth = np.searchsorted(np.sort(np.asarray(true_values, dtype=np.float64)), x,
-                            side="right") / np.size(true_values)
-    gap = np.abs(np.asarray(cdf(x), dtype=np.float64) - truth)
-    return float(np.trapezoid(gap, x) / (hi - lo))

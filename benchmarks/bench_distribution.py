@@ -1,33 +1,35 @@
-"""Distributions and quantiles: Square Wave + EMS against a bucketed OUE histogram,
-and the coverage of the intervals.
+"""Distributions and quantiles: Square Wave + EMS, the hierarchical histogram and a flat
+OUE histogram side by side; the coverage of the served intervals.
 
-Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (about
-2.5 min; ``--quick`` under 1 min).  Data, on [0, 1]: ``beta`` = Beta(2, 5);
-``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped to [0, 1].
+Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (all three
+tables, or any of ``--accuracy``, ``--coverage`` (``--both``: both mechanisms at
+every eps), ``--cost``); ``--sweep`` for the parameter sweeps (on other shapes
+and seeds).  Data on [0, 1]:
+``beta`` = Beta(2, 5); ``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped.
 
-1. Wasserstein-1 (as a share of the range) of the estimated distribution to
-   the population's, n = 10^5, at eps in {0.5, 1, 2, 4}, mean over ``SEEDS``
-   surveys, in one run: Square Wave (grid k = 64) + EMS, against OUE over d
-   equal buckets (d in 8, 16, 32, 64; the best d per eps is shown) with
-   norm-sub, each bucket uniform inside.  OUE is the best frequency oracle
-   here: its variance is never above OLH's (Wang et al. 2017), and d <= 64 is
-   below OLH's crossover.
-2. Coverage of nominal 95% intervals at n = 10^5, eps = 1 and 4: p50, p90,
-   p99 (Woodruff intervals on the unbiased CDF) and three range shares
-   (unbiased, normal), over ``surveys`` surveys each; and, for the record,
-   the parametric bootstrap of EMS through the exact channel (basic
-   intervals, R = 100 replicates) on a few surveys: it under-covers, which is
-   why the served intervals are not bootstrapped.
-3. Cost: one estimate (EMS + 3 quantiles + 16 buckets) and one R = 100
-   bootstrap, median wall time.
-4. ``--sweep``: W1 of EMS by smoothing weight s (and grid k), one survey per
-   cell on seeds apart from table 1's: where ``SMOOTHING`` = 1/32 comes from.
+1. Accuracy at n = 10^5, eps in {0.5, 1, 2, 4}, ``surveys`` surveys per cell,
+   in one run: Wasserstein-1 to the population (as a share of the range), the
+   mean absolute error of the 45 range shares [a, b] with a < b on the 0.1 grid,
+   and of the quantiles p10, p25, p50, p75, p90, p99 (as a share of the range),
+   for the served shape of Square Wave (grid k = 64, EMS), of the hierarchical
+   histogram (B = 2, h = 4, isotonic CDF) and of OUE over d equal buckets
+   (d in 8, 16, 32, 64, Norm-Sub, each bucket uniform inside; the best d per
+   cell *with hindsight*).  OUE is the best flat frequency oracle here (its
+   variance is never above OLH's).  Square Wave is the one served.
+2. Coverage of the served 95% intervals at n = 10^5: quantiles (Woodruff on the
+   unbiased CDF) and range shares (unbiased, normal), over ``populations`` drawn
+   populations x ``trials`` independent tallies of each (vectorised: one
+   multinomial per grid point per tally).
+3. Cost of one served estimate.
+4. ``--sweep``: W1 by EMS smoothing weight s, and by tree (B, h), on three other
+   shapes (trimodal, exponential, uniform) and other seeds: where ``SMOOTHING``,
+   ``BRANCHING``/``DEPTH`` and ``HIERARCHY_BELOW`` come from.
 """
 
 from __future__ import annotations
 
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -36,178 +38,242 @@ import numpy as np
 
 from aggregator.consistency import norm_sub
 from aggregator.distribution import (
-    bootstrap_masses,
+    DistributionEstimate,
+    GridChannel,
     cdf_knots,
-    cdf_of_masses,
     ems,
     estimate_distribution,
+    quantile_interval,
+    range_weights,
+    search_weights,
     wasserstein1,
 )
 from aggregator.estimate import FrequencyEstimate, estimate
 from benchmarks._table import header, median_seconds, table
 from ldp_core import mechanism
+from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
 from ldp_core.mechanisms.square_wave import SquareWave
 
 N = 100_000
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 OUE_BUCKETS = (8, 16, 32, 64)
 SHAPES = ("beta", "bimodal")
+SWEEP_SHAPES = ("trimodal", "exponential", "uniform")
 QUANTILES = (0.5, 0.9, 0.99)
+ERROR_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 RANGES = ((0.0, 0.2), (0.2, 0.4), (0.5, 1.0))
+GRID = np.round(np.arange(0, 11) / 10, 1)
+ALL_RANGES = tuple((float(a), float(b)) for i, a in enumerate(GRID) for b in GRID[i + 1 :])
+Cdf = Callable[[np.ndarray], np.ndarray]
 
 
 def draw(shape: str, n: int, seed: int) -> np.ndarray:
     gen = np.random.default_rng(seed)
     if shape == "beta":
         return gen.beta(2, 5, size=n)
-    pick = gen.random(n) < 0.4
-    return np.clip(np.where(pick, gen.normal(0.25, 0.06, n), gen.normal(0.7, 0.1, n)), 0, 1)
+    if shape == "bimodal":
+        pick = gen.random(n) < 0.4
+        return np.clip(np.where(pick, gen.normal(0.25, 0.06, n), gen.normal(0.7, 0.1, n)), 0, 1)
+    if shape == "trimodal":
+        c = gen.integers(0, 3, n)
+        mu, sd = np.array([0.2, 0.5, 0.8])[c], np.array([0.05, 0.08, 0.05])[c]
+        return np.clip(gen.normal(mu, sd), 0, 1)
+    if shape == "exponential":
+        return np.clip(gen.exponential(0.15, n), 0, 1)
+    return gen.random(n)
 
 
-def sw_w1(values: np.ndarray, eps: float, seed: int) -> float:
-    m = SquareWave(eps, 0.0, 1.0)
+def build(name: str, eps: float) -> GridChannel:
+    return SquareWave(eps, 0.0, 1.0) if name == "square_wave" else HierarchicalHistogram(
+        eps, 0.0, 1.0)
+
+
+def served_cdf(m: GridChannel, values: np.ndarray, seed: int, smoothing: float | None = None
+               ) -> Cdf:
+    """The CDF of the shape the aggregator serves (or EMS at ``smoothing``)."""
     t = m.simulate_tallies(values, 1, np.random.default_rng(seed))[0]
-    d = estimate_distribution(m, t, len(values))
-    return wasserstein1(cdf_of_masses(d.masses, 0.0, 1.0), values, 0.0, 1.0)
+    if smoothing is not None:
+        masses = ems(m.transition(), t, max_iterations=3000, smoothing=smoothing)[0]
+    else:
+        masses = estimate_distribution(m, t, len(values)).masses
+    return masses_cdf(masses)
 
 
-def oue_w1(values: np.ndarray, eps: float, buckets: int, seed: int) -> float:
+def masses_cdf(masses: np.ndarray) -> Cdf:
+    knots = cdf_knots(0.0, 1.0, len(masses) - 1)
+    cum = np.concatenate([[0.0], np.cumsum(masses)])
+    cum[-1] = 1.0
+    return lambda x: np.interp(x, knots, cum)
+
+
+def oue_cdf(values: np.ndarray, eps: float, buckets: int, seed: int) -> Cdf:
     m = mechanism("oue", epsilon=eps, domain_size=buckets)
     index = np.minimum((values * buckets).astype(np.int64), buckets - 1)
     t = m.simulate_tallies(index, 1, np.random.default_rng(seed))[0]
     e = estimate(m, t, len(values))
     assert isinstance(e, FrequencyEstimate)
-    shares = norm_sub(e.value)
-    cum = np.concatenate([[0.0], np.cumsum(shares)])
+    cum = np.concatenate([[0.0], np.cumsum(norm_sub(e.value))])
     edges = np.linspace(0.0, 1.0, buckets + 1)
-    return wasserstein1(lambda x: np.interp(x, edges, cum), values, 0.0, 1.0)
+    return lambda x: np.interp(x, edges, cum)
 
 
-def w1_table(seeds: int) -> str:
+def errors(cdf: Cdf, values: np.ndarray) -> np.ndarray:
+    """(W1, range-share MAE, quantile MAE) of an estimated CDF against the population."""
+    ordered = np.sort(values)
+    a, b = np.array(ALL_RANGES).T
+    truth = (np.searchsorted(ordered, b, side="right") - np.searchsorted(ordered, a)) / len(values)
+    ranges = float(np.mean(np.abs(cdf(b) - cdf(a) - truth)))
+    x = np.linspace(0.0, 1.0, 4097)
+    f = np.maximum.accumulate(cdf(x))
+    q = np.array(ERROR_QUANTILES)
+    estimated = x[np.minimum(np.searchsorted(f, q), len(x) - 1)]
+    quantiles = float(np.mean(np.abs(estimated - np.quantile(values, q))))
+    return np.array([wasserstein1(cdf, values, 0.0, 1.0), ranges, quantiles])
+
+
+def accuracy_table(surveys: int) -> str:
     rows = []
     for shape in SHAPES:
         for i, eps in enumerate(EPSILONS):
-            sw: list[float] = []
-            oue: dict[int, list[float]] = {d: [] for d in OUE_BUCKETS}
-            for s in range(seeds):
+            got: dict[str, list[np.ndarray]] = {}
+            for s in range(surveys):
                 values = draw(shape, N, 1000 * i + s)
-                sw.append(sw_w1(values, eps, seed=s))
+                for name in ("square_wave", "hierarchical"):
+                    got.setdefault(name, []).append(errors(served_cdf(build(name, eps), values, s),
+                                                           values))
                 for d in OUE_BUCKETS:
-                    oue[d].append(oue_w1(values, eps, d, seed=s))
-            best = min(OUE_BUCKETS, key=lambda d: float(np.mean(oue[d])))
-            a, b = float(np.mean(sw)), float(np.mean(oue[best]))
-            rows.append([shape, f"{eps:g}", f"{a:.4f}", f"{b:.4f} (d={best})",
-                         " ".join(f"{np.mean(oue[d]):.4f}" for d in OUE_BUCKETS),
-                         f"{a / b:.2f}"])
-    return table(["data", "eps", "SW+EMS W1", "best OUE W1",
-                  "OUE W1 at d = " + "/".join(map(str, OUE_BUCKETS)), "SW/OUE"], rows)
+                    got.setdefault(f"oue{d}", []).append(errors(oue_cdf(values, eps, d, s), values))
+            mean = {key: np.mean(v, axis=0) for key, v in got.items()}
+            se = {key: np.std(v, axis=0, ddof=1) / np.sqrt(surveys) for key, v in got.items()}
+            best = min(OUE_BUCKETS, key=lambda d: float(mean[f"oue{d}"][0]))
+            auto = "square_wave"
+            oue = mean[f"oue{best}"]
+            cells = [f"{mean[n][0]:.4f} ± {se[n][0]:.4f}" for n in ("square_wave", "hierarchical")]
+            rows.append([
+                shape, f"{eps:g}", *cells, f"{oue[0]:.4f} ± {se[f'oue{best}'][0]:.4f} (d={best})",
+                f"{auto} {mean[auto][0] / oue[0]:.2f}",
+                " / ".join(f"{mean[n][1]:.4f}" for n in ("square_wave", "hierarchical"))
+                + f" / {oue[1]:.4f}",
+                " / ".join(f"{mean[n][2]:.4f}" for n in ("square_wave", "hierarchical"))
+                + f" / {oue[2]:.4f}",
+            ])
+    return table(["data", "eps", "W1 SW+EMS", "W1 HH", "W1 best OUE", "served: W1 / OUE",
+                  "range MAE SW / HH / OUE", "quantile MAE SW / HH / OUE"], rows)
 
 
-def coverage_table(surveys: int, bootstrap_surveys: int) -> str:
+def coverage_table(populations: int, trials: int, extra: tuple[str, ...] = ()) -> str:
+    """Coverage of Square Wave's intervals at each eps (and of ``extra`` mechanisms')."""
     rows = []
+    z = 1.959963984540054
     for shape in SHAPES:
-        for eps in (1.0, 4.0):
-            m = SquareWave(eps, 0.0, 1.0)
-            hits = np.zeros(len(QUANTILES) + len(RANGES))
-            boot_hits = np.zeros(len(QUANTILES))
-            widths = np.zeros(len(QUANTILES))
-            for r in range(surveys):
-                values = draw(shape, N, 50_000 + r)
-                t = m.simulate_tallies(values, 1, np.random.default_rng(r))[0]
-                d = estimate_distribution(m, t, N, quantiles=QUANTILES)
-                truth = np.quantile(values, QUANTILES)
-                for i, q in enumerate(QUANTILES):
-                    interval = d.quantile(q)
-                    hits[i] += interval.ci_low <= truth[i] <= interval.ci_high
-                    widths[i] += interval.ci_high - interval.ci_low
-                for i, (a, b) in enumerate(RANGES):
-                    interval = d.range_share(a, b)
-                    share = float(np.mean((values >= a) & (values <= b)))
-                    hits[len(QUANTILES) + i] += interval.ci_low <= share <= interval.ci_high
-                if eps == 1.0 and r < bootstrap_surveys:
-                    boot_hits += _bootstrap_hits(m, d.masses, truth, seed=r)
-            boot = (" ".join(f"{h / bootstrap_surveys:.2f}" for h in boot_hits)
-                    if eps == 1.0 and bootstrap_surveys else "")
-            rows.append([shape, f"{eps:g}",
-                         *(f"{h / surveys:.3f}" for h in hits),
-                         " ".join(f"{w / surveys:.3f}" for w in widths), boot])
+        for eps in (0.5, 1.0, 4.0):
+            for name in sorted({"square_wave", *extra}):
+                m = build(name, eps)
+                x, w, w2 = search_weights(m)
+                hits = np.zeros(len(QUANTILES) + len(RANGES))
+                widths = np.zeros(len(QUANTILES) + len(RANGES))
+                for p in range(populations):
+                    values = draw(shape, N, 50_000 + p)
+                    truth_q = np.quantile(values, QUANTILES)
+                    truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
+                    share = m.simulate_tallies(values, trials, np.random.default_rng(p)) / N
+                    # Every tally's unbiased CDF and its stderr in one product each.
+                    f = share @ w
+                    se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+                    for i, q in enumerate(QUANTILES):
+                        for row in range(trials):
+                            interval = quantile_interval(x, f[row], se[row], q, z)
+                            hits[i] += interval.ci_low <= truth_q[i] <= interval.ci_high
+                            widths[i] += interval.ci_high - interval.ci_low
+                    for i, (a, b) in enumerate(RANGES):
+                        d = _unshaped(m, share[0])
+                        ranged = d.range_share(a, b)  # the served one, then every tally's
+                        phi, phi2 = range_weights(m, a, b)
+                        value = share @ phi
+                        sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
+                        assert abs(value[0] - ranged.value) < 1e-9
+                        assert abs(sd[0] - (ranged.stderr or 0.0)) < 1e-9
+                        hits[len(QUANTILES) + i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
+                        widths[len(QUANTILES) + i] += np.sum(2 * z * sd)
+                total = populations * trials
+                rows.append([shape, f"{eps:g}", name, *(f"{h / total:.3f}" for h in hits),
+                             " ".join(f"{w / total:.3f}" for w in widths)])
     head = [f"p{q * 100:g}" for q in QUANTILES] + [f"[{a:g},{b:g}]" for a, b in RANGES]
-    return table(["data", "eps", *head, "mean width p50/p90/p99",
-                  f"EMS bootstrap p50/p90/p99 ({bootstrap_surveys} surveys)"], rows)
+    return table(["data", "eps", "mechanism", *head,
+                  "mean width p50/p90/p99, ranges"], rows)
 
 
-def _bootstrap_hits(m: SquareWave, masses: np.ndarray, truth: np.ndarray,
-                    seed: int) -> np.ndarray:
-    """Basic-bootstrap intervals of the EMS quantiles (R = 100): which cover the truth."""
-    boot = bootstrap_masses(m, masses, N, 100, seed)
-    knots = cdf_knots(m.lo, m.hi, m.k)
-    hits = np.zeros(len(QUANTILES))
-    for i, q in enumerate(QUANTILES):
-        point = _ems_quantile(masses, knots, q)
-        reps = np.array([_ems_quantile(row, knots, q) for row in boot])
-        low, high = np.quantile(reps, [0.025, 0.975])
-        hits[i] = 2 * point - high <= truth[i] <= 2 * point - low
-    return hits
-
-
-def _ems_quantile(masses: np.ndarray, knots: np.ndarray, q: float) -> float:
-    cum = np.concatenate([[0.0], np.cumsum(masses)])
-    cum[-1] = 1.0
-    return float(np.interp(q, cum, knots))
+def _unshaped(m: GridChannel, share: np.ndarray) -> DistributionEstimate:
+    """The intervals' estimator alone (the served shape does not enter them)."""
+    return DistributionEstimate(
+        m=m, share=share, n=N, masses=np.zeros(m.k + 1), iterations=0, confidence=0.95,
+        edges=np.linspace(0.0, 1.0, 17), quantiles_asked=QUANTILES)
 
 
 def cost_table() -> str:
     rows = []
     for eps in (1.0, 4.0):
-        m = SquareWave(eps, 0.0, 1.0)
-        values = draw("beta", N, 7)
-        t = m.simulate_tallies(values, 1, np.random.default_rng(7))[0]
+        for name in ("square_wave", "hierarchical"):
+            m = build(name, eps)
+            values = draw("beta", N, 7)
+            t = m.simulate_tallies(values, 1, np.random.default_rng(7))[0]
 
-        def served(m: SquareWave = m, t: np.ndarray = t) -> object:
-            return estimate_distribution(m, t, N).to_json()
+            def served(m: GridChannel = m, t: np.ndarray = t) -> object:
+                return estimate_distribution(m, t, N).to_json()
 
-        d = estimate_distribution(m, t, N)
-        start = time.perf_counter()
-        bootstrap_masses(m, d.masses, N, 100, 1)
-        boot = time.perf_counter() - start
-        rows.append([f"{eps:g}", str(m.num_counters), str(d.iterations),
-                     f"{median_seconds(served, 3) * 1000:.0f} ms", f"{boot:.2f} s"])
-    return table(["eps", "counters", "EMS iterations", "one estimate (served)",
-                  "EMS bootstrap R=100"], rows)
+            d = estimate_distribution(m, t, N)
+            rows.append([f"{eps:g}", name, str(m.num_counters), str(d.iterations),
+                         f"{median_seconds(served, 3) * 1000:.0f} ms"])
+    return table(["eps", "mechanism", "counters", "EMS iterations", "one estimate (served)"],
+                 rows)
 
 
-def sweep_table() -> str:
-    weights = (0.0, 1 / 32, 0.1, 0.3, 1.0)
+def sweep_table(surveys: int) -> str:
+    """W1 by smoothing s (Square Wave) and by tree (B, h), on the sweep shapes."""
+    weights = (0.0, 1 / 64, 1 / 32, 1 / 16, 0.1, 0.3)
+    trees = ((2, 3), (2, 4), (2, 5), (4, 2), (4, 3))
     rows = []
-    for shape in SHAPES:
-        for eps in EPSILONS:
-            values = draw(shape, N, 77 + int(eps * 10))
-            for k in (64, 128):
-                m = SquareWave(eps, 0.0, 1.0, k)
-                t = m.simulate_tallies(values, 1, np.random.default_rng(5))[0]
-                cells = []
-                for s in weights:
-                    x, _ = ems(m.transition(), t, max_iterations=3000, smoothing=s)
-                    cells.append(f"{wasserstein1(cdf_of_masses(x, 0, 1), values, 0, 1):.4f}")
-                rows.append([shape, f"{eps:g}", str(k), *cells])
-    return table(["data", "eps", "k", *(f"s={s:.3g}" for s in weights)], rows)
+    for shape in SWEEP_SHAPES:
+        for i, eps in enumerate(EPSILONS):
+            cells: dict[str, list[float]] = {}
+            for s in range(surveys):
+                values = draw(shape, N, 70_000 + 100 * i + s)
+                for w in weights:
+                    cdf = served_cdf(SquareWave(eps, 0.0, 1.0), values, s, smoothing=w)
+                    cells.setdefault(f"s={w:.3g}", []).append(wasserstein1(cdf, values, 0, 1))
+                for b, h in trees:
+                    cdf = served_cdf(HierarchicalHistogram(eps, 0.0, 1.0, b, h), values, s)
+                    cells.setdefault(f"B={b} h={h}", []).append(wasserstein1(cdf, values, 0, 1))
+                for d in OUE_BUCKETS:
+                    cells.setdefault(f"OUE {d}", []).append(
+                        wasserstein1(oue_cdf(values, eps, d, s), values, 0, 1))
+            rows.append([shape, f"{eps:g}", *(f"{np.mean(v):.4f}" for v in cells.values())])
+    return table(["data", "eps", *cells], rows)
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     if "--sweep" in sys.argv:
-        print(header(f"EMS smoothing sweep: W1 to the truth, n = {N:,}, one survey each"))
-        print(sweep_table())
+        surveys = 2 if quick else 6
+        print(header(f"Sweep: W1 to the truth, n = {N:,}, mean of {surveys} surveys"))
+        print(sweep_table(surveys))
         return
-    seeds, surveys, boot = (2, 40, 4) if quick else (5, 200, 10)
-    print(header(f"Wasserstein-1 to the truth, n = {N:,}, mean of {seeds} surveys"))
-    print(w1_table(seeds))
-    print()
-    print(header(f"Coverage of 95% intervals, n = {N:,}, {surveys} surveys each"))
-    print(coverage_table(surveys, boot))
-    print()
-    print(header("Cost of one distribution estimate (Square Wave, k = 64)"))
-    print(cost_table())
+    surveys, populations, trials = (3, 2, 50) if quick else (20, 10, 200)
+    parts = [a for a in ("--accuracy", "--coverage", "--cost") if a in sys.argv] or [
+        "--accuracy", "--coverage", "--cost"]
+    if "--accuracy" in parts:
+        print(header(f"Accuracy at n = {N:,}, mean ± se of {surveys} surveys"))
+        print(accuracy_table(surveys))
+        print()
+    if "--coverage" in parts:
+        print(header(f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
+                     f"{trials} tallies"))
+        print(coverage_table(populations, trials,
+                             ("square_wave", "hierarchical") if "--both" in sys.argv else ()))
+        print()
+    if "--cost" in parts:
+        print(header("Cost of one served distribution estimate"))
+        print(cost_table())
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ hadamard           output in C_x and not in C_x'         p*/(1-p*)
 binary designs     output = 1   (x = 1, x' = 0)          p*/q*
 one_bit_mean       output = 1   (x = hi, x' = lo)        p*/q*
 piecewise          cell in hi's block (x = hi, x' = lo)  a/b (both levels)
+hierarchical       the top-eps level's cells likelier    that level's p*/q*
+                   under hi (x = hi, x' = lo)            (GRR or Hadamard)
 =================  ====================================  =====================
 
 Each mechanism states its own event (``Mechanism.audit_design``), for both of

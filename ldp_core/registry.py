@@ -24,6 +24,7 @@ from ldp_core.mechanisms import (
     binary,
     grr,
     hadamard,
+    hierarchical,
     hybrid,
     mean,
     olh,
@@ -51,7 +52,7 @@ __all__ = [
 #: Every family module; a new mechanism is one module and one entry here.
 FAMILIES = (
     binary, grr, unary, olh, olh_memo, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo,
-    prefix, square_wave,
+    prefix, square_wave, hierarchical,
 )
 
 _ONE: dict[str, type[Mechanism]] = {
@@ -200,7 +201,8 @@ def mechanism(
     - ``forced_response``: ``truth=`` and ``yes=`` (coins), or ``epsilon=``
     - ``grr``, ``sue``, ``oue``, ``olh`` (optional ``g=``), ``hadamard``, ``cms`` and
       ``hcms`` (optional ``buckets=``), ``auto``: ``epsilon=``, ``domain_size=``
-    - ``one_bit_mean``, ``piecewise``, ``hybrid``, ``square_wave``: ``epsilon=``, ``lo=``,
+    - ``one_bit_mean``, ``piecewise``, ``hybrid``, ``square_wave``, ``hierarchical``:
+      ``epsilon=``, ``lo=``,
       ``hi=``
     - ``prefix_olh`` (strings): ``epsilon=``, optional ``max_length=`` (6),
       ``alphabet=`` ("a-z", or "bytes") and ``casefold=`` (True)

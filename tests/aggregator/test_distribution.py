@@ -9,21 +9,33 @@ False-positive rates (each stated at the check):
 - coverage: hits of nominal 95% intervals over 400 surveys are Bin(400, 0.95),
   sd 0.0109; the floor 0.89 is 5.5 sd below (1.9e-8 per check, 1e-7 for the
   5).  The full coverage table at n = 10^5 is benchmarks/bench_distribution.py.
+Each test runs for both grid mechanisms (Square Wave, the hierarchical histogram):
+the rates above double, all still below 1e-6 together.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from aggregator.distribution import cdf_of_masses, estimate_distribution, wasserstein1
+from aggregator.distribution import (
+    GridChannel,
+    cdf_of_masses,
+    distribution_json,
+    estimate_distribution,
+    isotonic_masses,
+    wasserstein1,
+)
 from ldp_core.mechanisms._grid import up_probability
+from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
 from ldp_core.mechanisms.square_wave import SquareWave
 from tests.stats import z_for
 
 POINTS = np.array([0.5, 2.0, 3.3, 6.0, 9.5])
+GRID_MECHANISMS = (SquareWave, HierarchicalHistogram)
 
 
-def rounded_grid(m: SquareWave, values: np.ndarray) -> np.ndarray:
+def rounded_grid(m: GridChannel, values: np.ndarray) -> np.ndarray:
     """The exact law of the rounded value on the grid points, for known values."""
     out = np.zeros(m.k + 1)
     for v in values:
@@ -34,8 +46,9 @@ def rounded_grid(m: SquareWave, values: np.ndarray) -> np.ndarray:
     return out / len(values)
 
 
-def test_cdf_is_unbiased_with_the_stated_stderr() -> None:
-    m = SquareWave(2.0, 0.0, 10.0)
+@pytest.mark.parametrize("kind", GRID_MECHANISMS)
+def test_cdf_is_unbiased_with_the_stated_stderr(kind: type[GridChannel]) -> None:
+    m = kind(2.0, 0.0, 10.0)
     values = np.linspace(0.0, 10.0, 37)[np.arange(5000) % 37] ** 2 / 10  # skewed, atoms
     expected = cdf_of_masses(rounded_grid(m, values), m.lo, m.hi)(POINTS)
     tallies = m.simulate_tallies(values, 1000, np.random.default_rng(11))
@@ -52,8 +65,9 @@ def test_cdf_is_unbiased_with_the_stated_stderr() -> None:
     assert np.all((ratio > 0.75) & (ratio < 1.33)), ratio
 
 
-def test_intervals_cover_quantiles_and_range_shares() -> None:
-    m = SquareWave(2.0, 0.0, 1.0)
+@pytest.mark.parametrize("kind", GRID_MECHANISMS)
+def test_intervals_cover_quantiles_and_range_shares(kind: type[GridChannel]) -> None:
+    m = kind(2.0, 0.0, 1.0)
     quantiles, ranges = (0.5, 0.9), ((0.0, 0.2), (0.2, 0.4), (0.5, 1.0))
     hits = np.zeros(len(quantiles) + len(ranges))
     widths = []
@@ -71,7 +85,29 @@ def test_intervals_cover_quantiles_and_range_shares() -> None:
             interval = d.range_share(a, b)
             share = np.mean((values >= a) & (values <= b))
             hits[len(quantiles) + i] += interval.ci_low <= share <= interval.ci_high
-        if r == 0:  # the EMS shape is close to the truth (W1 a share of the range)
+        if r == 0:  # the served shape is close to the truth (W1 a share of the range)
             assert wasserstein1(cdf_of_masses(d.masses, 0.0, 1.0), values, 0.0, 1.0) < 0.02
     assert np.all(hits / 400 > 0.89), hits / 400
     assert 0 < np.mean(widths) < 0.1  # intervals that say something
+
+
+def test_isotonic_shape_is_a_distribution_whose_cdf_is_nearest_the_unbiased_one() -> None:
+    unbiased = np.array([0.2, -0.15, 0.1, 0.4, 0.5, -0.05])
+    masses = isotonic_masses(unbiased)
+    assert np.all(masses >= 0) and abs(masses.sum() - 1) < 1e-12
+    cdf = np.cumsum(masses)[:-1]
+    raw = np.cumsum(unbiased)[:-1]
+    # Pool adjacent violators: the pooled blocks hold the mean of the raw sums they pool.
+    assert cdf.tolist() == pytest.approx([0.125, 0.125, 0.15, 0.55, 1.0])
+    assert np.all(np.diff(cdf) >= 0) and np.all(cdf <= 1)
+    assert raw[:2].mean() == pytest.approx(cdf[0])
+
+
+def test_a_hierarchical_metric_serves_the_same_json() -> None:
+    m = HierarchicalHistogram(1.0, 0.0, 1.0)
+    t = m.simulate_tallies(np.linspace(0, 1, 2000), 1, np.random.default_rng(0))[0]
+    body = distribution_json(["distribution", "quantiles"], m, t, 2000, 0.95)
+    assert len(body["distribution"]["buckets"]) == 16
+    assert body["distribution"]["grid_points"] == 16
+    assert "hierarchical" in body["distribution"]["method"]
+    assert [q["q"] for q in body["quantiles"]] == [0.5, 0.9, 0.99]
