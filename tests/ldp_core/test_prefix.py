@@ -15,6 +15,7 @@ import pytest
 from ldp_core import mechanism
 from ldp_core.mechanisms._alphabet import Alphabet
 from ldp_core.mechanisms.prefix import Discovery, PrefixOLH
+from ldp_core.mechanisms.prefix_discovery import extension_counts, extensions
 
 
 def binomial_upper(trials: int, rate: float, alpha: float) -> int:
@@ -83,11 +84,13 @@ def test_extension_counts_equal_the_sum_over_seeds_exactly() -> None:
     m = PrefixOLH(epsilon=2.0, seeds=64)
     gen = np.random.default_rng(3)
     codes = np.array([m.check_value(s) for s in random_strings(200, 1)])
-    blocks = m.simulate_tallies(codes, 1, gen)[0].reshape(len(m.cuts), m.seeds, m.g)
+    # 40 reports per string: counters above 1 (weights) and zeros (the sparse pass)
+    tallies = m.simulate_counts(codes, np.full(len(codes), 40), gen)
+    blocks = tallies.reshape(len(m.cuts), m.seeds, m.g)
     for level, prev in enumerate((0, *m.cuts[:-1])):
         survivors = np.unique(codes % m.alphabet.base**prev)[:5] if prev else np.zeros(1, int)
-        extensions, offset = m._extensions(level)
-        counts = m._extension_counts(level, blocks[level], survivors, extensions)
+        grid, offset = extensions(m, level)
+        counts = extension_counts(m, level, blocks[level], survivors, grid)
         for i, prefix in enumerate(survivors):
             for k in range(0, len(offset), 41):
                 code = int(prefix + offset[k])
