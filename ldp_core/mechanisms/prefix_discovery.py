@@ -41,6 +41,8 @@ SURVIVORS: tuple[int, ...] = (96, 48)
 SURVIVOR_FLOOR = 1.0
 #: Expected false discoveries at the last level (Bonferroni over its candidates).
 FALSE_DISCOVERIES = 0.05
+#: An extension this many null standard deviations up is taken out of its parent's mass.
+Z_SURE = 4.0
 #: Survivors whose counts are gathered at once (bounds the working memory).
 CHUNK = 16
 
@@ -172,7 +174,9 @@ def discover(
     level_n = tuple(int(x) for x in blocks.sum(axis=(1, 2)))
     n = sum(level_n)
     kept = np.zeros(1, dtype=np.int64)
-    cuts: list[float] = []  # the share a prefix needed to go on, per level
+    kept_score = np.zeros(1)  # the survivors' chained scores (shares) and variances
+    kept_var = np.full(1, np.inf)
+    cuts: list[float] = []  # the score a prefix needed to go on, per level
     squares: list[float] = []  # the sum of c^2 of the level's values, estimated
     candidates: list[int] = []
     p, q, _ = m.variance_terms()
@@ -185,36 +189,85 @@ def discover(
         live = np.ones(counts.shape, dtype=bool)
         if prev:  # an ended prefix extends by end marks only (offset 0 comes first)
             live[kept // m.alphabet.base ** (prev - 1) == 0, 1:] = False
-        codes = (kept[:, None] + offset[None, :])[live]
-        est = (counts[live] - nl * q) / (p - q)
-        candidates.append(len(codes))
-        order = np.argsort(est)[::-1]
+        share = (counts - nl * q) / (p - q) / nl  # (survivors, extensions)
         limit = survivors if isinstance(survivors, int) else survivors[
             min(level, len(survivors) - 1)]
-        best = np.clip(est[order[:limit]], 0, None)
+        best = top_values(np.clip(share[live], 0, None), limit) * nl
         # Values outside the top each hold at most the last top count, so their
         # squares sum to at most (n_l - top mass) * that count.
         squares.append(float((best**2).sum() + max(nl - best.sum(), 0) * best[-1]))
         sd_null = m.count_sd(0.0, nl, squares[-1])
+        var = (sd_null / nl) ** 2
+        score, score_var = chain(share, live, var, kept_score, kept_var)
+        codes = (kept[:, None] + offset[None, :])[live]
+        est, score, score_var = share[live] * nl, score[live], score_var[live]
+        candidates.append(len(codes))
         if level < len(m.cuts) - 1:
-            order = order[:limit][best > SURVIVOR_FLOOR * sd_null]
-            kept = codes[order]
-            cuts.append(float(est[order[-1]]) / nl if len(order) else 1.0)
+            order = top_order(score, limit)
+            order = order[score[order] > SURVIVOR_FLOOR * np.sqrt(score_var[order])]
+            kept, kept_score, kept_var = codes[order], score[order], score_var[order]
+            cuts.append(float(score[order[-1]]) if len(order) else 1.0)
     z_find = NormalDist().inv_cdf(1 - FALSE_DISCOVERIES / max(len(est), 1))
     cuts.append(z_find * sd_null / nl)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    shortlist = order[: max(3 * top, 60, int((est > z_find * sd_null).sum()))]
+    shortlist = top_order(score, max(3 * top, 60, int((est > z_find * sd_null).sum())))
     merged = pooled(m, blocks, level_n, squares, codes[shortlist], est[shortlist] / nl)
     found = []
     for rank, k in enumerate(np.argsort(-merged[:, 0], kind="stable")):
         confident = bool(est[shortlist[k]] > z_find * sd_null)
         if not confident and rank >= top:
             continue
-        share, se = (float(x) for x in merged[k])
-        found.append(Discovered(m.text(int(codes[shortlist[k]])), share, se,
-                                share - z * se, share + z * se, share * n, confident))
+        value, se = (float(x) for x in merged[k])
+        found.append(Discovered(m.text(int(codes[shortlist[k]])), value, se,
+                                value - z * se, value + z * se, value * n, confident))
     return Discovery(tuple(found), n, threshold(m, level_n, cuts, squares, power), power,
                      confidence, level_n, tuple(candidates))
+
+
+def top_order(values: Any, k: int) -> npt.NDArray[np.intp]:
+    """The indices of the ``k`` largest values, largest first (O(n + k log k))."""
+    import numpy as np
+
+    if k < len(values):
+        part = np.argpartition(-values, k - 1)[:k]
+        return part[np.argsort(-values[part], kind="stable")]
+    return np.argsort(-values, kind="stable")
+
+
+def top_values(values: Any, k: int) -> npt.NDArray[np.float64]:
+    """The ``k`` largest values, largest first."""
+    return values[top_order(values, k)]  # type: ignore[no-any-return]
+
+
+def chain(
+    share: Any, live: Any, var: float, parent: Any, parent_var: Any
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Each candidate's score: its own estimate, lowered when its parent cannot hold it.
+
+    A prefix's mass bounds the mass of each extension: f(P + e) <= M(P) - the
+    mass of P's other extensions.  The parent's score estimates M(P); minus the
+    extensions already sure (above Z_SURE standard deviations) it is the room
+    ``rest`` left for this one.  The score is the inverse-variance pool of the
+    candidate's estimate and ``rest`` when that is lower, else its estimate:
+    a noise candidate under a light prefix sinks, a real one keeps (about) its
+    estimate.  Returns (score, variance of the pool); the first level has no
+    parent (``parent_var`` inf).
+
+    >>> import numpy as np
+    >>> own = np.array([[0.05, 0.03]])  # two extensions of one prefix of mass ~0.05
+    >>> score, _ = chain(own, own > -1, 1e-4, np.array([0.05]), np.array([1e-4]))
+    >>> [round(float(x), 3) for x in score[0]]  # the sure 0.05 keeps, 0.03 falls
+    [0.05, 0.02]
+    """
+    import numpy as np
+
+    sure = live & (share > Z_SURE * math.sqrt(var))
+    taken = np.where(sure, share, 0.0)
+    rest = parent[:, None] - taken.sum(axis=1, keepdims=True) + taken
+    rest_var = parent_var[:, None] + var * (sure.sum(axis=1, keepdims=True) - sure)
+    weight = np.where(np.isfinite(rest_var), 1 / rest_var, 0.0)
+    total = 1 / var + weight
+    return np.minimum(share, (share / var + rest * weight) / total), 1 / total
 
 
 def pooled(
@@ -264,15 +317,25 @@ def threshold(
     m: PrefixOLH, level_n: tuple[int, ...], cuts: list[float], squares: list[float],
     power: float,
 ) -> float:
-    """Least share f found with probability >= power: at every level the estimate of
-    a prefix of share f clears that level's cut (normal approximation)."""
+    """Least share f found with probability >= power (normal approximation): at every
+    level the score of a prefix of share f clears that level's cut.  Between the
+    first and the last level the score is the lower of the prefix's estimate and
+    its pool with the parent's (``chain``): P[both clear] >= P[one] + P[other] - 1,
+    with the parent's variance that of its own level alone (a larger one than its
+    pooled score has), so the threshold errs high."""
     normal = NormalDist()
+    last = len(cuts) - 1
 
     def found(f: float) -> float:
-        prob = 1.0
-        for nl, cut, sq in zip(level_n, cuts, squares, strict=True):
-            sd = m.count_sd(f * nl, nl, sq) / nl
-            prob *= normal.cdf((f - cut) / sd) if sd > 0 else float(f > cut)
+        prob, parent = 1.0, math.inf
+        for level, (nl, cut, sq) in enumerate(zip(level_n, cuts, squares, strict=True)):
+            var = (m.count_sd(f * nl, nl, sq) / nl) ** 2
+            own = normal.cdf((f - cut) / math.sqrt(var)) if var > 0 else float(f > cut)
+            if 0 < level < last and var > 0:
+                pool = 1 / math.sqrt(1 / var + 1 / parent)
+                own = max(own + normal.cdf((f - cut) / pool) - 1, 0.0)
+            prob *= own
+            parent = var
         return prob
 
     lo, hi = 0.0, 1.0

@@ -188,3 +188,26 @@ def test_rare_distinct_strings_give_almost_no_confident_discoveries() -> None:
                                     np.random.default_rng(trial))
         false += sum(f.confident for f in m.discover(tallies).found)
     assert false <= 8
+
+
+SIBLINGS = {"hello": 0.15, "hell": 0.06, "help": 0.06, "he": 0.05, "hz": 0.05}
+
+
+def test_strings_that_share_prefixes_are_all_found() -> None:
+    """A parent's mass split over sure children must not sink any of them (``chain``
+    takes the others out of the parent's mass, never the candidate itself).  Each
+    share is over 2x the stated threshold, and a miss needs its estimate (or its
+    parent's) over 8 standard deviations low: P < 1e-15 per string and trial.  The
+    exact arithmetic of ``chain`` is its doctest."""
+    m = PrefixOLH(epsilon=4.0)
+    for trial in range(8):
+        tail = [s for s in random_strings(3000, 300 + trial) if s not in SIBLINGS]
+        strings = [*SIBLINGS, *tail]
+        rest = 1 - sum(SIBLINGS.values())
+        shares = np.array([*SIBLINGS.values(), *[rest / len(tail)] * len(tail)])
+        counts = np.random.default_rng(trial).multinomial(N, shares)
+        codes = np.array([m.check_value(s) for s in strings])
+        tallies = m.simulate_counts(codes, counts, np.random.default_rng(2000 + trial))
+        found = m.discover(tallies)
+        assert found.threshold < 0.025
+        assert set(SIBLINGS) <= {f.value for f in found.found if f.confident}
