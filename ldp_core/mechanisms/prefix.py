@@ -29,12 +29,8 @@ Variance of a support count C(x) among n_j reports of level j, c of them x:
 (q0 = (1-p)/(g-1); the last term is the finite family: x collides with x' on
 a Binomial(S, 1/g)/S share of the seeds), and c_hat = (C - n_j/g)/(p - 1/g).
 
-Discovery (``discover``, server side, numpy): level by level, the candidates
-are the survivors of the previous level extended by every symbol string of
-the gap; their support counts come from one FFT per survivor over
-GF(g)^gap (``_extension_counts``), not from a pass over the reports.  The top
-survivors above a floor go on; the last level keeps the candidates above a
-Bonferroni threshold and estimates each with its interval.
+Discovery (``discover``, server side, numpy) lives in ``prefix_discovery``:
+level by level from the counters alone, never from the reports.
 
 >>> import random
 >>> m = PrefixOLH(epsilon=4.0)
@@ -51,7 +47,6 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ldp_core._rng import WORD, Rng
@@ -60,6 +55,7 @@ from ldp_core.epsilon import check_mechanism_epsilon, check_separated, log_up
 from ldp_core.mechanisms._alphabet import Alphabet
 from ldp_core.mechanisms._projective import is_prime
 from ldp_core.mechanisms.grr import grr_keep_threshold, grr_step, grr_steps
+from ldp_core.mechanisms.prefix_discovery import SURVIVORS, Discovered, Discovery, discover
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,16 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["MECHANISMS", "Discovered", "Discovery", "PrefixOLH", "seed_vectors"]
 
 DEFAULT_SEEDS = 2048
-#: Survivors carried from each level to the next (the cost of the next level): the
-#: 2-symbol level, a sample of a sixth of the reports, loses a rank-20 prefix among
-#: its 703 candidates when it keeps 48 (18 of 35 misses in tests/bench runs).
-SURVIVORS: tuple[int, ...] = (96, 48)
-#: A survivor must be this many null standard deviations above zero.
-SURVIVOR_FLOOR = 1.0
-#: Expected false discoveries at the last level (Bonferroni over its candidates).
-FALSE_DISCOVERIES = 0.05
-
-
 def seed_vector(level: int, seed: int, length: int, g: int) -> tuple[int, ...]:
     """a_{level, seed}: ``length`` digits uniform in GF(g), from SHAKE-256 by rejection.
 
@@ -110,27 +96,6 @@ def seed_vectors(level: int, seeds: int, length: int, g: int) -> npt.NDArray[np.
     return table
 
 
-@functools.lru_cache(maxsize=16)
-def _plan(level: int, seeds: int, prev: int, cut: int, g: int) -> tuple[Any, ...]:
-    """The seeds of a level grouped by the direction of their tail a''_s = lam_s d_s
-    (d_s with a leading 1; a zero tail is its own group, d = 0, lam = 1).
-
-    Returns (seed order, a' in that order, lam in that order, group starts, d per group).
-    """
-    import numpy as np
-
-    table = seed_vectors(level, seeds, cut, g)
-    tail = table[:, prev:]
-    nonzero = tail != 0
-    lead = np.where(nonzero.any(axis=1), tail[np.arange(seeds), nonzero.argmax(axis=1)], 1)
-    inverse = np.array([pow(int(x), g - 2, g) for x in range(1, g)], dtype=np.int64)
-    dirs = (tail * inverse[lead - 1][:, None]) % g
-    keys = dirs @ (g ** np.arange(cut - prev, dtype=np.int64))
-    order = np.argsort(keys, kind="stable")
-    _, starts = np.unique(keys[order], return_index=True)
-    return order, table[order, :prev], lead[order], starts, dirs[order][starts]
-
-
 def _default_cuts(max_length: int) -> tuple[int, ...]:
     return (*range(2, max_length, 2), max_length)
 
@@ -159,39 +124,6 @@ def choose_prime(epsilon: float, base: int) -> int:
         g += 1
     assert best is not None
     return best[1]
-
-
-@dataclass(frozen=True)
-class Discovered:
-    """One discovered string: its estimated share of the reports and interval."""
-
-    value: str
-    estimate: float
-    stderr: float
-    ci_low: float
-    ci_high: float
-    count: float
-    #: Above the last level's cut (expected false discoveries <= FALSE_DISCOVERIES);
-    #: else one of the ``top`` best candidates asked for.
-    confident: bool
-
-
-@dataclass(frozen=True)
-class Discovery:
-    """What ``PrefixOLH.discover`` found, and what it could not see.
-
-    ``threshold`` is the detection threshold: the smallest share of the reports
-    a string (with prefixes no more common than itself) needs to be found with
-    probability ``power`` at this n and eps; ``threshold * n`` in reports.
-    """
-
-    found: tuple[Discovered, ...]
-    n: int
-    threshold: float
-    power: float
-    confidence: float
-    level_reports: tuple[int, ...]
-    candidates: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -439,53 +371,20 @@ class PrefixOLH(IntReport):
 
         return Design(x, x_prime, event, batch_event, (apart * p, apart * (1 - p) / (g - 1)))
 
-    # -- discovery ------------------------------------------------------------------
+    # -- discovery (ldp_core.mechanisms.prefix_discovery) --------------------------------
 
-    def _extension_counts(
-        self, level: int, table: npt.NDArray[np.int64], survivors: npt.NDArray[np.int64],
-        extensions: npt.NDArray[np.int64],
+    def support(
+        self, level: int, block: npt.NDArray[np.int64], codes: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
-        """C(P + e) for every survivor P and extension e (symbol tuples), shape (P, E).
-
-        C(P + e) = sum_s T[s, b_s + <a''_s, e>] with b_s = <a'_s, P> (a = (a', a'')).
-        Writing a''_s = lam_s d (d a direction) and grouping the seeds by d:
-        W_P[d, z] = sum_{s in d} T[s, b_s + lam_s z], then C(P + e) = sum_d W_P[d, <d, e>]:
-        O(S g + D E) per survivor (D <= g + 1 directions for a gap of two), whatever n.
-        """
+        """C(x) = sum_s T[s, h_s(x)] at ``level`` for the prefixes of ``codes`` there."""
         import numpy as np
 
-        g, prev = self.g, (0, *self.cuts)[level]
-        order, head, lam, starts, dirs = _plan(level, self.seeds, prev, self.cuts[level], g)
-        rows = table[order]  # (S, g), seeds grouped by direction
-        at = (np.arange(len(dirs)) * g)[:, None] + (dirs @ extensions.T) % g  # (D, E)
-        # Each row written twice, so T[s, (b + lam_s z) mod g] is row s at b + (lam_s z
-        # mod g): one add and one gather per (seed, z), no modulo per survivor.
-        twice = np.concatenate([rows, rows], axis=1).astype(np.int64).ravel()
-        steps = (np.arange(self.seeds) * 2 * g)[:, None] + (
-            lam[:, None] * np.arange(g)[None, :]) % g  # (S, g)
-        powers = self.alphabet.base ** np.arange(prev, dtype=np.int64)
-        out = np.empty((len(survivors), len(extensions)), dtype=np.int64)
-        for first in range(0, len(survivors), 16):
-            chunk = survivors[first : first + 16]
-            digits = (chunk[:, None] // powers[None, :]) % self.alphabet.base
-            shift = (digits @ head.T) % g  # b_s, (P, S)
-            gathered = twice[steps[:, None, :] + shift.T[:, :, None]]  # (S, P, g)
-            grouped = np.add.reduceat(gathered, starts, axis=0)  # (D, P, g), rows added
-            flat = grouped.transpose(1, 0, 2).reshape(len(chunk), -1)
-            out[first : first + len(chunk)] = flat[:, at].sum(axis=1)
-        return out
-
-    def _extensions(self, level: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(symbols, code offset) of every extension in [0, B)^gap with no symbol after
-        an end mark, the all-end one first."""
-        import numpy as np
-
-        base = self.alphabet.base
-        prev, cut = (0, *self.cuts)[level], self.cuts[level]
-        grid = np.indices((base,) * (cut - prev)).reshape(cut - prev, -1).T[:, ::-1]
-        ended = np.cumsum(grid == 0, axis=1) > 0
-        grid = np.ascontiguousarray(grid[~np.any(ended & (grid != 0), axis=1)])
-        return grid, grid @ (base ** np.arange(prev, cut, dtype=np.int64))
+        length = self.cuts[level]
+        table = seed_vectors(level, self.seeds, length, self.g)
+        powers = self.alphabet.base ** np.arange(length, dtype=np.int64)
+        digits = (np.asarray(codes, dtype=np.int64)[:, None] // powers) % self.alphabet.base
+        hashed = (digits @ table.T) % self.g  # (K, S)
+        return block[np.arange(self.seeds)[None, :], hashed].sum(axis=1)  # type: ignore[no-any-return]
 
     def variance_terms(self) -> tuple[float, float, float]:
         """(p, q*, family): Var[C] = c p(1-p) + (n-c) q*(1-q*) + family * sum c'^2."""
@@ -500,137 +399,10 @@ class PrefixOLH(IntReport):
         var = c * p * (1 - p) + (n_level - c) * q * (1 - q) + family * squares
         return math.sqrt(max(var, 0.0)) / (p - q)
 
-    def discover(
-        self,
-        tallies: Any,
-        confidence: float = 0.95,
-        power: float = 0.95,
-        survivors: int | tuple[int, ...] = SURVIVORS,
-        top: int = 0,
-    ) -> Discovery:
-        """The strings above the detection cut (``confident``), at least the ``top`` best
-        candidates, each with its share, interval; and the detection threshold."""
-        import numpy as np
-
-        table = np.asarray(tallies, dtype=np.int64)
-        if table.shape != (self.num_counters,):
-            raise ValueError(f"tally vector has shape {table.shape}, need ({self.num_counters},)")
-        blocks = table.reshape(len(self.cuts), self.seeds, self.g)
-        level_n = tuple(int(x) for x in blocks.sum(axis=(1, 2)))
-        n = sum(level_n)
-        kept = np.zeros(1, dtype=np.int64)
-        cuts: list[float] = []  # the share a prefix needed to go on, per level
-        squares: list[float] = []  # the sum of c^2 of the level's values, estimated
-        candidates: list[int] = []
-        p, q, _ = self.variance_terms()
-        for level, prev in enumerate((0, *self.cuts[:-1])):
-            nl = level_n[level]
-            if nl == 0 or len(kept) == 0:
-                return Discovery((), n, 1.0, power, confidence, level_n, tuple(candidates))
-            extensions, offset = self._extensions(level)
-            counts = self._extension_counts(level, blocks[level], kept, extensions)
-            live = np.ones(counts.shape, dtype=bool)
-            if prev:  # an ended prefix extends by end marks only (offset 0 comes first)
-                live[kept // self.alphabet.base ** (prev - 1) == 0, 1:] = False
-            codes = (kept[:, None] + offset[None, :])[live]
-            est = (counts[live] - nl * q) / (p - q)
-            candidates.append(len(codes))
-            order = np.argsort(est)[::-1]
-            limit = survivors if isinstance(survivors, int) else survivors[
-                min(level, len(survivors) - 1)]
-            best = np.clip(est[order[:limit]], 0, None)
-            # Values outside the top each hold at most the last top count, so their
-            # squares sum to at most (n_l - top mass) * that count.
-            squares.append(float((best**2).sum() + max(nl - best.sum(), 0) * best[-1]))
-            sd_null = self.count_sd(0.0, nl, squares[-1])
-            if level < len(self.cuts) - 1:
-                order = order[:limit][best > SURVIVOR_FLOOR * sd_null]
-                kept = codes[order]
-                cuts.append(float(est[order[-1]]) / nl if len(order) else 1.0)
-        z_find = NormalDist().inv_cdf(1 - FALSE_DISCOVERIES / max(len(est), 1))
-        cuts.append(z_find * sd_null / nl)
-        z = NormalDist().inv_cdf(0.5 + confidence / 2)
-        shortlist = order[: max(3 * top, 60, int((est > z_find * sd_null).sum()))]
-        pooled = self._pooled(blocks, level_n, squares, codes[shortlist], est[shortlist] / nl)
-        found = []
-        for rank, k in enumerate(np.argsort(-pooled[:, 0], kind="stable")):
-            confident = bool(est[shortlist[k]] > z_find * sd_null)
-            if not confident and rank >= top:
-                continue
-            share, se = (float(x) for x in pooled[k])
-            found.append(Discovered(self.text(int(codes[shortlist[k]])), share, se,
-                                    share - z * se, share + z * se, share * n, confident))
-        threshold = self._threshold(level_n, cuts, squares, power)
-        return Discovery(tuple(found), n, threshold, power, confidence, level_n,
-                         tuple(candidates))
-
-    def _pooled(
-        self, blocks: Any, level_n: tuple[int, ...], squares: list[float], codes: Any,
-        shares: Any,
-    ) -> npt.NDArray[np.float64]:
-        """(share, stderr) of each string, pooled over every level that sees it whole.
-
-        A string shorter than a level's cut is its own prefix there (an end mark
-        follows it), so that level's reports, a disjoint random sample, estimate
-        it too.  Inverse-variance weights w_l (variances at the last level's share
-        f) and, the levels partitioning the n reports,
-        Var = sum_l w_l^2 (v_l + f(1-f)/n_l) - f(1-f)/n  (v_l the channel's).
-        """
-        import numpy as np
-
-        n = sum(level_n)
-        p, q, _ = self.variance_terms()
-        digits = (codes[:, None] // self.alphabet.base ** np.arange(self.alphabet.max_length)) % (
-            self.alphabet.base
-        )
-        lengths = (digits != 0).sum(axis=1)
-        last = len(self.cuts) - 1
-        f = np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0)
-        seeds = np.tile(np.arange(self.seeds), len(codes))
-        each = np.repeat(codes, self.seeds)
-        estimates, channel, sampling, seen = [], [], [], []
-        for level, cut in enumerate(self.cuts):
-            nl = level_n[level]
-            sees = (lengths < cut) | (level == last)
-            if level == last:
-                estimates.append(np.asarray(shares, dtype=np.float64))
-            else:
-                hashed = self._hashes(level, seeds, each)
-                support = blocks[level][seeds, hashed].reshape(len(codes), self.seeds).sum(axis=1)
-                estimates.append((support - nl * q) / (p - q) / max(nl, 1))
-            var = np.array([self.count_sd(x * nl, nl, squares[level]) / max(nl, 1) for x in f])
-            channel.append(var**2)
-            sampling.append(f * (1 - f) / max(nl, 1))
-            seen.append(sees & (nl > 0))
-        v, s2, e = np.array(channel), np.array(sampling), np.array(estimates)
-        weights = np.where(np.array(seen), 1 / np.maximum(v + s2, 1e-300), 0.0)
-        weights /= weights.sum(axis=0)
-        chan = (weights**2 * v).sum(axis=0)
-        var = (weights**2 * (v + s2)).sum(axis=0) - f * (1 - f) / n
-        pooled = (weights * e).sum(axis=0)
-        return np.stack([pooled, np.sqrt(np.maximum(var, chan))], axis=1)
-
-    def _threshold(
-        self, level_n: tuple[int, ...], cuts: list[float], squares: list[float], power: float
-    ) -> float:
-        """Least share f found with probability >= power: at every level the estimate
-        of a prefix of share f clears that level's cut (normal approximation)."""
-        normal = NormalDist()
-
-        def found(f: float) -> float:
-            prob = 1.0
-            for nl, cut, sq in zip(level_n, cuts, squares, strict=True):
-                sd = self.count_sd(f * nl, nl, sq) / nl
-                prob *= normal.cdf((f - cut) / sd) if sd > 0 else float(f > cut)
-            return prob
-
-        lo, hi = 0.0, 1.0
-        if found(hi) < power:
-            return 1.0
-        for _ in range(50):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if found(mid) < power else (lo, mid)
-        return hi
+    def discover(self, tallies: Any, confidence: float = 0.95, power: float = 0.95,
+                 survivors: int | tuple[int, ...] = SURVIVORS, top: int = 0) -> Discovery:
+        """The heavy strings of a tally vector: ``prefix_discovery.discover``."""
+        return discover(self, tallies, confidence, power, survivors, top)
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (PrefixOLH,)
