@@ -1,167 +1,312 @@
 """A capacity model to a billion devices, from per-report costs measured on this machine.
 
-Measured (one run, this machine):
+The cost of a request is linear in what it does (fitted by least squares over
+calibration fleets of different shapes through the real collector, 2 workers,
+into a 3-master Redis Cluster: ``benchmarks/bench_cluster_sim.py``):
 
-- collector CPU per report: the real collector (one uvicorn worker, full
-  validation and exactly-once dedupe) under loadgen with batches of 1000; the
-  worker's CPU seconds (/proc/<pid>/stat) over the reports it accepted;
-- Redis CPU per report: ``INFO cpu`` over the same run;
-- Redis memory per report (the exactly-once state, ``INFO memory`` /
-  ``MEMORY USAGE`` through ``benchmarks.bench_memory``) and per metric-epoch
-  (the counters), at several n to show they are flat;
-- bytes on the wire per report: a gzip batch of 1000 GRR reports.
+    collector CPU = a + b * reports + c * Redis commands + v * tokens verified
+    Redis CPU     = p + q * reports + r * Redis commands
 
-Modelled: devices x metrics per day -> reports per day -> peak reports/s (peak
-to average ``PEAK``); collector cores and Redis masters for CPU at ``UTIL``
-utilisation; Redis memory for the counters (``RETENTION_DAYS`` of epochs, each
-hot metric spread over ``SHARDS`` slots) plus the per-report state held for the
-acceptance window (``WINDOW_DAYS``), in masters of ``MASTER_GIB`` usable; and
-network.  The first resource to saturate is named per row.
+where a Redis command is one ingest script call (one per (metric, epoch,
+shard) slot of the batch) or one write of the read index (one per metric of
+the batch, cluster mode); ``v`` (OpenSSL RSASSA-PSS, 2048 bits) is timed
+alone.  Memory: the per-report state of a slot holding n reports is
+``bucket_bytes * B * (1 - exp(-n / B)) + rest_bytes * n`` (B = 65,536 buckets),
+fitted from ``MEMORY USAGE`` of slots filled to several depths, which also
+give the Redis CPU of a script call as the buckets fill (where the flat model
+ends); the counters are ``MEMORY USAGE`` of the simulated tally hashes.  The
+issuer's CPU per token (``TokenKey.blind_sign``, 2048 bits) and the
+aggregator's time per estimate are timed alone.
 
-    .venv/bin/python benchmarks/capacity.py [--quick]
+Deployment assumptions (stated, change them here): every device sends its
+reports of a day in one request (an SDK flush); peak-to-average ``PEAK``;
+cores and masters run at ``UTIL``; state kept for the epoch plus the acceptance
+window (``ACCEPT_HOURS``), counters for ``TALLY_DAYS``; ``SHARDS`` slots per
+metric-epoch; ``MASTER_GIB`` usable per master; one token per report today
+(``TOKENS_PER_REPORT``).
+
+    .venv/bin/python benchmarks/bench_cluster_sim.py --sizes 1e5   # runs the model too
 """
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import math
 import os
-import random
-import sys
+import statistics
+import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-import orjson
+import numpy as np
+import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import bench_ingest, bench_memory
-from benchmarks._services import Stack, redis_cpu_seconds
 from benchmarks._table import table
-from ldp_core import mechanism
-from ldp_core.wire import Envelope, encode_batch
+from benchmarks.bench_cluster_sim import Run
+from collector.store.schema import INGEST_LUA
+from collector.token_crypto import TokenKey, Verifier
+from ldp_server.redis_server import RedisServer
 
-PEAK = 3.0  # peak-to-average of reports/s over a day
-UTIL = 0.6  # target CPU utilisation of a core
-WINDOW_DAYS = 3  # exactly-once state is kept while an epoch accepts reports
-RETENTION_DAYS = 31  # counters are kept this long
-SHARDS = 4  # slots per hot metric-epoch
-MASTER_GIB = 20.0  # usable memory of one Redis master
+__all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict"]
+
+PEAK = 3.0
+UTIL = 0.6
+ACCEPT_HOURS = 96
+STATE_DAYS = 1 + (ACCEPT_HOURS + 1) / 24  # the epoch, the acceptance window, 1 h margin
+TALLY_DAYS = 400
+SHARDS = 4
+MASTER_GIB = 25.0
+BUCKETS = 65_536
+TOKENS_PER_REPORT = 1.0
 DEVICES = (10**6, 10**8, 10**9)
 METRICS = (1, 20, 100)
+DEPTHS = (1, 8, 38, 380, 3800)  # spent tokens per bucket: n per slot = depth * 65,536
+FLAT_DEPTH = 38  # rests per bucket up to which a script call costs about a fresh one
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot filled to ``depth`` rests per bucket: its memory and one script call's cost."""
+
+    depth: int
+    bytes_per_bucket: float
+    redis_us_per_call: float
+    aof_bytes_per_call: float
 
 
 @dataclass(frozen=True)
 class Costs:
-    """Per-report costs measured on this machine."""
+    """The model's measured coefficients (see the module docstring)."""
 
-    collector_cpu_us: float
-    redis_cpu_us: float
-    state_bytes: float
-    counters_bytes: float
-    wire_bytes: float
-    reports_per_s: float
+    collector: tuple[float, float, float]  # a, b, c in us
+    verify_us: float
+    redis: tuple[float, float, float]  # p, q, r in us
+    up: tuple[float, float]  # bytes per request, per report (device batches)
+    down: tuple[float, float]
+    bucket_bytes: float
+    rest_bytes: float
+    tally_bytes: float  # per metric-epoch (GRR d = 64, SHARDS shards)
+    sign_ms: float
+    estimate_ms: float
+    slots: tuple[Slot, ...]
+    runs: tuple[Run, ...]
+    key_bits: int
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _commands(run: Run) -> float:
+    return (run.script_calls + run.index_calls) / run.requests
 
 
-def wire_bytes_per_report(reports: int = 1000) -> float:
-    """Bytes of one gzip JSON batch of GRR reports (d = 64), per report."""
+def predict(costs: Costs, reports: float, commands: float, tokens: float) -> tuple[float, float]:
+    """(collector us, Redis us) per report for requests of that shape."""
+    a, b, c = costs.collector
+    p, q, r = costs.redis
+    return ((a + b * reports + c * commands + costs.verify_us * tokens) / reports,
+            (p + q * reports + r * commands) / reports)
+
+
+def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, float]:
+    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs])
+    coef = np.linalg.lstsq(x, np.array([y(r) for r in runs]), rcond=None)[0]
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
+def verify_us(bits: int = 2048, count: int = 300) -> float:
+    """CPU us per token check (OpenSSL), median of 3 rounds."""
+    from benchmarks.fleet import mint_tokens
+
+    key = TokenKey.generate(bits)
+    tokens = mint_tokens(key.to_pem(), [("cap.v", 1, 1)] * count, processes=1)
+    verifier = Verifier([key.public])
+    rounds = []
+    for _ in range(3):
+        start = time.process_time()
+        assert all(verifier.check(t, "cap.v", 1, 1) for t in tokens)
+        rounds.append((time.process_time() - start) / count)
+    return 1e6 * statistics.median(rounds)
+
+
+def sign_ms(count: int = 20) -> float:
+    """Issuer CPU ms per blind signature (``TokenKey.blind_sign``, 2048 bits)."""
+    from ldp_core import tokens
+
+    key = TokenKey.generate(2048)
+    blinded = [tokens.prepare(key.public, "cap.s", 1, 1).blinded for _ in range(count)]
+    start = time.process_time()
+    for b in blinded:
+        key.blind_sign(b)
+    return 1e3 * (time.process_time() - start) / count
+
+
+def estimate_ms() -> float:
+    """Aggregator ms per estimate with intervals (GRR d = 64, n = 10^6 reports)."""
+    from aggregator import estimate
+    from ldp_core import mechanism
+    from ldp_core.simulate import tallies
+
     m = mechanism("grr", epsilon=1.0, domain_size=64)
-    rng = random.Random(0)
-    batch = [
-        Envelope("bench.capacity", 1, 20_000, os.urandom(16).hex(), os.urandom(32).hex(),
-                 m.encode(m.randomize(rng.randrange(64), rng=rng)))
-        for _ in range(reports)
+    t, n = tallies(m, np.random.default_rng(0).integers(0, 64, 10**6), seed=0)
+    start = time.perf_counter()
+    for _ in range(20):
+        estimate(m, t, n, confidence=0.95)
+    return 1e3 * (time.perf_counter() - start) / 20
+
+
+def slot_profile(depths: Sequence[int] = DEPTHS, buckets: int = 2048,
+                 calls: int = 2000) -> list[Slot]:
+    """Fill ``buckets`` buckets of one state hash with ``depth`` rests each, then
+    time ``calls`` one-report script calls into those buckets (the collector's
+    INGEST_LUA, pipelined; Redis with append-only everysec, as deployed)."""
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        server = RedisServer.start(folder)
+        try:
+            client = redis.Redis(port=server.port)
+            sha = client.script_load(INGEST_LUA)
+            for depth in depths:
+                client.flushall()
+                pipe = client.pipeline(transaction=False)
+                for i in range(buckets):
+                    pipe.hset("s:{x}:d", i.to_bytes(2, "big"), os.urandom(6 * depth))
+                pipe.execute()
+                size = int(client.memory_usage("s:{x}:d", samples=0) or 0)
+                cpu0, aof0 = _cpu(client), _aof(client)
+                pipe = client.pipeline(transaction=False)
+                for i in range(calls):
+                    record = (i % buckets).to_bytes(2, "big") + os.urandom(6)
+                    pipe.evalsha(sha, 2, "s:{x}:t", "s:{x}:d", 2**40, 1, record, "0;", "0:1",
+                                 2**40)
+                    if i % 100 == 99:
+                        pipe.execute()
+                pipe.execute()
+                out.append(Slot(depth, size / buckets, 1e6 * (_cpu(client) - cpu0) / calls,
+                                (_aof(client) - aof0) / calls))
+            client.close()
+        finally:
+            server.stop()
+    return out
+
+
+def _cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _aof(client: redis.Redis) -> int:
+    return int(client.info("persistence").get("aof_current_size", 0))
+
+
+def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048) -> Costs:
+    """Small fleets of four shapes (1, 20 and 100 metrics per device, relay batches
+    of 500), then the costs timed alone; ``run`` is ``Sim.run``, one epoch each."""
+    runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
+            run(100, 20, epochs[2], seed=2), run(4, 1000, epochs[3], batch=500, seed=3))
+    v = verify_us(key_bits)
+    collector = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
+                     - v * r.checks / r.requests)
+    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
+    device = [r for r in runs if r.batch == 0]
+    x = np.array([[1.0, r.reports / r.requests] for r in device])
+    up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
+    down = np.linalg.lstsq(x, np.array([r.bytes_received / r.requests for r in device]),
+                           rcond=None)[0]
+    slots = slot_profile()
+    # Bytes per bucket at depth k = bucket_bytes + rest_bytes * k (two deepest fills).
+    deep, deeper = slots[-2], slots[-1]
+    rest = (deeper.bytes_per_bucket - deep.bytes_per_bucket) / (deeper.depth - deep.depth)
+    bucket = slots[0].bytes_per_bucket - rest * slots[0].depth
+    tally = statistics.median(r.tally_bytes / r.metrics for r in runs)
+    return Costs(collector, v, red, (float(up[0]), float(up[1])),
+                 (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
+                 estimate_ms(), tuple(slots), runs, key_bits)
+
+
+def state_bytes(costs: Costs, n_slot: float) -> float:
+    """Bytes of the per-report state of one slot holding ``n_slot`` reports."""
+    return costs.bucket_bytes * BUCKETS * -math.expm1(-n_slot / BUCKETS) + costs.rest_bytes * n_slot
+
+
+def costs_table(costs: Costs) -> str:
+    """The measured coefficients."""
+    a, b, c = costs.collector
+    p, q, r = costs.redis
+    rows = [
+        ("collector CPU per request / report / Redis command", f"{a:.0f} / {b:.1f} / {c:.1f} us"),
+        (f"collector CPU per token check ({costs.key_bits} bits)", f"{costs.verify_us:.1f} us"),
+        ("Redis CPU per request / report / command", f"{p:.1f} / {q:.1f} / {r:.1f} us"),
+        ("upload per request / report (device batch, gzip)",
+         f"{costs.up[0]:.0f} / {costs.up[1]:.0f} B"),
+        ("answer per request / report", f"{costs.down[0]:.0f} / {costs.down[1]:.0f} B"),
+        ("state per occupied bucket / per report", f"{costs.bucket_bytes:.1f} / "
+         f"{costs.rest_bytes:.2f} B"),
+        ("counters per metric-epoch (GRR d = 64, 4 shards)", f"{costs.tally_bytes:,.0f} B"),
+        ("issuer CPU per token (blind signature, 2048 bits)", f"{costs.sign_ms:.2f} ms"),
+        ("aggregator per estimate (GRR d = 64, n = 10^6)", f"{costs.estimate_ms:.2f} ms"),
     ]
-    return len(gzip.compress(orjson.dumps(encode_batch(batch)))) / reports
+    slots = [(f"{s.depth:,}", f"{s.depth * BUCKETS:,.0f}", f"{s.bytes_per_bucket / s.depth:.2f}",
+              f"{s.redis_us_per_call:.1f}", f"{s.aof_bytes_per_call:,.0f}") for s in costs.slots]
+    return (table(("measure", "value"), rows) + "\n\n" + table(
+        ("rests per bucket", "n per slot", "state B/report", "Redis CPU us per 1-report call",
+         "AOF B per call"), slots))
 
 
-def measure_cpu(duration: float) -> tuple[float, float, float]:
-    """(collector CPU us/report, Redis CPU us/report, reports/s) under batched load."""
-    stack = Stack.start()
-    try:
-        collector = stack.collector(workers=1)
-        stack.register(collector.url, bench_ingest.BENCH_SPEC)
-        epoch = int(time.time() // 86_400)
-        cpu_before, redis_before = _cpu_seconds(collector.pid), redis_cpu_seconds(stack.redis_url)
-        result = bench_ingest.load(collector.url, 1000, duration, seed=1, epoch=epoch)
-        cpu = _cpu_seconds(collector.pid) - cpu_before
-        redis_cpu = redis_cpu_seconds(stack.redis_url) - redis_before
-        accepted = max(int(result["accepted"]), 1)
-        return 1e6 * cpu / accepted, 1e6 * redis_cpu / accepted, float(result["reports_per_s"])
-    finally:
-        stack.stop()
+def check_table(costs: Costs, runs: Sequence[Run]) -> str:
+    """Each simulated fleet against the model's prediction for its shape."""
+    rows = []
+    for run in runs:
+        col, red = predict(costs, run.reports / run.requests, _commands(run),
+                           run.checks / run.requests)
+        rows.append((
+            f"{run.reports:,}", f"{run.reports / run.requests:,.0f}",
+            f"{run.collector_us:.1f}", f"{col:.1f}", f"{run.collector_us / col - 1:+.0%}",
+            f"{run.redis_us:.1f}", f"{red:.1f}", f"{run.redis_us / red - 1:+.0%}",
+        ))
+    return table(("reports", "reports/request", "collector us/report measured", "model",
+                  "error", "Redis us/report measured", "model", "error"), rows)
 
 
-def measure(quick: bool) -> tuple[Costs, list[dict[str, float]]]:
-    ns = (10**4, 10**5) if quick else (10**5, 10**6)
-    memory = bench_memory.redis_memory(ns)
-    flat = [
-        {"n": float(r["n"]), "state_bytes": (r["dedupe"] + r["other"]) / r["n"],
-         "counters_bytes": float(r["tally"])}
-        for r in memory
-    ]
-    collector_us, redis_us, rate = measure_cpu(2.0 if quick else 8.0)
-    costs = Costs(collector_us, redis_us, flat[-1]["state_bytes"], flat[-1]["counters_bytes"],
-                  wire_bytes_per_report(), rate)
-    return costs, flat
+def shards_for(devices: float) -> int:
+    """Shards per metric-epoch that keep a slot at most ``FLAT_DEPTH`` rests per bucket
+    (at least ``SHARDS``, at most 256, LDP_SHARDS' bound)."""
+    return max(SHARDS, min(256, math.ceil(devices / (BUCKETS * FLAT_DEPTH))))
 
 
-def model_rows(costs: Costs) -> list[tuple[str, ...]]:
+def depth_us(costs: Costs, depth: float) -> float:
+    """Extra Redis CPU of a one-report script call at ``depth`` rests per bucket, over
+    a fresh slot's (interpolated in log depth from the slot profile)."""
+    xs = [math.log(s.depth) for s in costs.slots]
+    ys = [s.redis_us_per_call for s in costs.slots]
+    return max(0.0, float(np.interp(math.log(max(depth, 1.0)), xs, ys)) - ys[0])
+
+
+def model_table(costs: Costs, tokens_per_device: int | None = None) -> str:
+    """Resources for DEVICES x METRICS per day (device batches, the stated assumptions);
+    ``tokens_per_device``: tokens a device spends per day (None: one per report)."""
     rows = []
     for devices in DEVICES:
         for metrics in METRICS:
-            per_day = devices * metrics
-            peak = per_day / 86_400 * PEAK
-            collector_cores = peak * costs.collector_cpu_us / 1e6 / UTIL
-            redis_cores = peak * costs.redis_cpu_us / 1e6 / UTIL
-            state = per_day * WINDOW_DAYS * costs.state_bytes
-            counters = metrics * RETENTION_DAYS * SHARDS * costs.counters_bytes
+            requests = devices * PEAK / 86_400
+            tokens = metrics if tokens_per_device is None else tokens_per_device
+            shards = shards_for(devices)
+            n_slot = devices / shards
+            depth = n_slot / BUCKETS
+            # one script call and one index write per metric of a device's batch
+            col, red = predict(costs, metrics, 2 * metrics, tokens)
+            red += depth_us(costs, depth)
+            reports = requests * metrics
+            state = metrics * shards * state_bytes(costs, n_slot) * STATE_DAYS
+            counters = metrics * TALLY_DAYS * costs.tally_bytes
             memory_gib = (state + counters) / 2**30
-            by_cpu, by_memory = math.ceil(redis_cores), math.ceil(memory_gib / MASTER_GIB)
-            first = "Redis CPU" if by_cpu >= by_memory else "Redis memory"
-            if collector_cores > max(by_cpu, by_memory) * 4:
-                first = "collector CPU"
+            redis_cores = reports * red / 1e6 / UTIL
+            masters = max(math.ceil(redis_cores), math.ceil(memory_gib / MASTER_GIB), 1)
+            issuer = devices * tokens * costs.sign_ms / 1e3 / 86_400 / UTIL
+            up = requests * (costs.up[0] + costs.up[1] * metrics) * 8 / 1e6
             rows.append((
-                f"{devices:.0e}", str(metrics), f"{peak:,.0f}", f"{collector_cores:,.1f}",
-                f"{max(by_cpu, by_memory, 1):,}", f"{memory_gib:,.1f}",
-                f"{peak * costs.wire_bytes * 8 / 1e6:,.1f}", first,
+                f"{devices:.0e}", str(metrics), f"{reports:,.0f}",
+                f"{reports * col / 1e6 / UTIL:,.1f}", f"{issuer:,.1f}",
+                f"{masters:,}", f"{redis_cores:,.1f}", f"{memory_gib:,.1f}",
+                f"{shards} ({depth:,.0f})", f"{up:,.1f}",
             ))
-    return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller calibration runs")
-    args = parser.parse_args()
-    costs, flat = measure(args.quick)
-    print("Per-report costs measured here (batches of 1000, one collector worker):\n")
-    print(table(("measure", "value"), [
-        ("collector CPU per report", f"{costs.collector_cpu_us:.2f} us"),
-        ("Redis CPU per report", f"{costs.redis_cpu_us:.2f} us"),
-        ("exactly-once state per report", f"{costs.state_bytes:.1f} bytes"),
-        ("counters per metric-epoch (OLH, d = 1024)", f"{costs.counters_bytes / 1e6:.2f} MB"),
-        ("gzip batch on the wire per report", f"{costs.wire_bytes:.1f} bytes"),
-        ("reports/s, one worker", f"{costs.reports_per_s:,.0f}"),
-    ]))
-    print("\nFlat in n (one metric-epoch each):\n")
-    print(table(("n", "state bytes/report", "counters bytes"), [
-        (f"{r['n']:.0e}", f"{r['state_bytes']:.1f}", f"{r['counters_bytes']:,.0f}") for r in flat
-    ]))
-    print(f"\nModel (peak/average {PEAK:g}, {UTIL:.0%} CPU, state kept {WINDOW_DAYS} days, "
-          f"counters {RETENTION_DAYS} days x {SHARDS} shards, {MASTER_GIB:g} GiB per master):\n")
-    print(table(
-        ("devices", "metrics/day", "peak reports/s", "collector cores", "Redis masters",
-         "Redis GiB", "ingress Mbit/s", "saturates first"),
-        model_rows(costs),
-    ))
-
-
-if __name__ == "__main__":
-    main()
+    return table(("devices", "metrics/day", "peak reports/s", "collector cores",
+                  "issuer cores", "Redis masters", "Redis cores", "Redis GiB",
+                  "shards (rests/bucket)", "ingress Mbit/s"), rows)
