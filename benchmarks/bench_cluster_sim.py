@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         sim = Sim.start(Path(tmp), args.metrics, key_bits=args.key_bits)
         try:
             epochs = [today + 1 - i for i in range(ACCEPT_HOURS // 24)]
-            costs = capacity.calibrate(sim.run, epochs[-4:], args.key_bits)
+            costs = capacity.calibrate(sim.run, epochs[-5:], args.key_bits)
             print(capacity.costs_table(costs), flush=True)
             print("\n" + capacity.check_table(costs, costs.runs), flush=True)
             runs: list[Run] = []

@@ -106,8 +106,11 @@ def predict(costs: Costs, reports: float, commands: float, tokens: float) -> tup
 
 
 def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, float]:
-    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs])
-    coef = np.linalg.lstsq(x, np.array([y(r) for r in runs]), rcond=None)[0]
+    """Least squares of ``y`` (per request) on (1, reports, commands), each run weighted
+    by 1 / its value: the relative errors are what is minimised."""
+    ys = np.array([y(r) for r in runs])
+    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs]) / ys[:, None]
+    coef = np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0]
     return float(coef[0]), float(coef[1]), float(coef[2])
 
 
@@ -198,9 +201,11 @@ def _aof(client: redis.Redis) -> int:
 
 def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048) -> Costs:
     """Small fleets of four shapes (1, 20 and 100 metrics per device, relay batches
-    of 500), then the costs timed alone; ``run`` is ``Sim.run``, one epoch each."""
+    of 1000), after a warm-up fleet, then the costs timed alone; ``run`` is
+    ``Sim.run``, one epoch each (five)."""
+    run(10, 100, epochs[4], seed=9)
     runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
-            run(100, 20, epochs[2], seed=2), run(4, 1000, epochs[3], batch=500, seed=3))
+            run(100, 30, epochs[2], seed=2), run(2, 5000, epochs[3], batch=1000, seed=3))
     v = verify_us(key_bits)
     collector = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
                      - v * r.checks / r.requests)
