@@ -197,8 +197,15 @@ class Sim:
         return state, tally
 
     def run(self, metrics: int, devices: int, epoch: int, *, per_device: bool = False,
-            batch: int = 0, connections: int = 2, seed: int = 0) -> Run:
-        """Mint the fleet's tokens, send its batches, measure what they cost."""
+            batch: int = 0, connections: int = 0, seed: int = 0) -> Run:
+        """Mint the fleet's tokens, send its batches, measure what they cost.
+
+        ``connections`` (0: 4 for relay batches, 2 for device batches): a device batch
+        of many metrics makes one Redis call per metric at once, and more than about
+        100 calls in flight to one master exhaust the cluster client's connection pool
+        (``MaxConnectionsError`` -> 503).
+        """
+        connections = connections or (4 if batch else 2)
         names = fleet.metric_names(PREFIX, metrics)
         units: list[fleet.Unit]
         if per_device:
@@ -286,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(table(RUN_HEADER, run_table(runs[-1:])), flush=True)
             print("\n" + table(RUN_HEADER, run_table(list(costs.runs) + runs)))
             print("\n" + capacity.check_table(costs, runs))
-            print("\n" + capacity.model_table(costs))
+            for title, kwargs in capacity.SCENARIOS:
+                print(f"\n{title}:\n\n" + capacity.model_table(costs, **kwargs))
         finally:
             sim.stop()
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

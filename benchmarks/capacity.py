@@ -61,6 +61,11 @@ TOKENS_PER_REPORT = 1.0
 DEVICES = (10**6, 10**8, 10**9)
 METRICS = (1, 20, 100)
 DEPTHS = (1, 8, 38, 380, 3800)  # spent tokens per bucket: n per slot = depth * 65,536
+SCENARIOS: tuple[tuple[str, dict[str, int]], ...] = (
+    ("Device batches, one token per report (the collector as measured)", {}),
+    ("Device batches, one token per device and day", {"tokens_per_device": 1}),
+    ("Relay batches of 1000 reports of one metric", {"relay": 1000}),
+)
 FLAT_DEPTH = 38  # rests per bucket up to which a script call costs about a fresh one
 
 
@@ -91,17 +96,21 @@ class Costs:
     slots: tuple[Slot, ...]
     runs: tuple[Run, ...]
     key_bits: int
+    deploy_verify_us: float  # the same check with a 2048-bit key (the deployed size)
 
 
 def _commands(run: Run) -> float:
     return (run.script_calls + run.index_calls) / run.requests
 
 
-def predict(costs: Costs, reports: float, commands: float, tokens: float) -> tuple[float, float]:
-    """(collector us, Redis us) per report for requests of that shape."""
+def predict(costs: Costs, reports: float, commands: float, tokens: float,
+            verify: float | None = None) -> tuple[float, float]:
+    """(collector us, Redis us) per report for requests of that shape (``verify``:
+    us per token check, default the simulation's key size)."""
     a, b, c = costs.collector
     p, q, r = costs.redis
-    return ((a + b * reports + c * commands + costs.verify_us * tokens) / reports,
+    v = costs.verify_us if verify is None else verify
+    return ((a + b * reports + c * commands + v * tokens) / reports,
             (p + q * reports + r * commands) / reports)
 
 
@@ -223,7 +232,8 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     tally = statistics.median(r.tally_bytes / r.metrics for r in runs)
     return Costs(collector, v, red, (float(up[0]), float(up[1])),
                  (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
-                 estimate_ms(), tuple(slots), runs, key_bits)
+                 estimate_ms(), tuple(slots), runs, key_bits,
+                 v if key_bits == 2048 else verify_us(2048))
 
 
 def state_bytes(costs: Costs, n_slot: float) -> float:
@@ -237,7 +247,8 @@ def costs_table(costs: Costs) -> str:
     p, q, r = costs.redis
     rows = [
         ("collector CPU per request / report / Redis command", f"{a:.0f} / {b:.1f} / {c:.1f} us"),
-        (f"collector CPU per token check ({costs.key_bits} bits)", f"{costs.verify_us:.1f} us"),
+        (f"collector CPU per token check ({costs.key_bits} / 2048 bits)",
+         f"{costs.verify_us:.1f} / {costs.deploy_verify_us:.1f} us"),
         ("Redis CPU per request / report / command", f"{p:.1f} / {q:.1f} / {r:.1f} us"),
         ("upload per request / report (device batch, gzip)",
          f"{costs.up[0]:.0f} / {costs.up[1]:.0f} B"),
@@ -284,9 +295,12 @@ def depth_us(costs: Costs, depth: float) -> float:
     return max(0.0, float(np.interp(math.log(max(depth, 1.0)), xs, ys)) - ys[0])
 
 
-def model_table(costs: Costs, tokens_per_device: int | None = None) -> str:
-    """Resources for DEVICES x METRICS per day (device batches, the stated assumptions);
-    ``tokens_per_device``: tokens a device spends per day (None: one per report)."""
+def model_table(costs: Costs, tokens_per_device: int | None = None, relay: int = 0) -> str:
+    """Resources for DEVICES x METRICS per day under the stated assumptions;
+    ``tokens_per_device``: tokens a device spends per day (None: one per report);
+    ``relay``: 0 for device batches (one request per device and day), else
+    batches of ``relay`` reports of one metric (a relay or an ingest tier that
+    regroups reports by metric; every report's token checked)."""
     rows = []
     for devices in DEVICES:
         for metrics in METRICS:
@@ -295,17 +309,25 @@ def model_table(costs: Costs, tokens_per_device: int | None = None) -> str:
             shards = shards_for(devices)
             n_slot = devices / shards
             depth = n_slot / BUCKETS
-            # one script call and one index write per metric of a device's batch
-            col, red = predict(costs, metrics, 2 * metrics, tokens)
-            red += depth_us(costs, depth)
-            reports = requests * metrics
+            if relay:
+                # a batch of one metric: one script call per shard it touches, one index write
+                requests = devices * metrics * PEAK / 86_400 / relay
+                calls = shards * -math.expm1(-relay / shards)
+                col, red = predict(costs, relay, calls + 1, relay, costs.deploy_verify_us)
+                reports = requests * relay
+                red += depth_us(costs, depth) * calls / relay
+            else:
+                # one script call and one index write per metric of a device's batch
+                col, red = predict(costs, metrics, 2 * metrics, tokens, costs.deploy_verify_us)
+                reports = requests * metrics
+                red += depth_us(costs, depth)
             state = metrics * shards * state_bytes(costs, n_slot) * STATE_DAYS
             counters = metrics * TALLY_DAYS * costs.tally_bytes
             memory_gib = (state + counters) / 2**30
             redis_cores = reports * red / 1e6 / UTIL
             masters = max(math.ceil(redis_cores), math.ceil(memory_gib / MASTER_GIB), 1)
             issuer = devices * tokens * costs.sign_ms / 1e3 / 86_400 / UTIL
-            up = requests * (costs.up[0] + costs.up[1] * metrics) * 8 / 1e6
+            up = requests * (costs.up[0] + costs.up[1] * reports / requests) * 8 / 1e6
             rows.append((
                 f"{devices:.0e}", str(metrics), f"{reports:,.0f}",
                 f"{reports * col / 1e6 / UTIL:,.1f}", f"{issuer:,.1f}",

@@ -125,7 +125,8 @@ def _capacity_costs() -> object:
     return capacity.Costs(collector=(1000.0, 20.0, 200.0), verify_us=50.0,
                           redis=(0.0, 10.0, 50.0), up=(300.0, 320.0), down=(380.0, 34.0),
                           bucket_bytes=42.0, rest_bytes=6.4, tally_bytes=1200.0, sign_ms=6.0,
-                          estimate_ms=0.6, slots=slots, runs=(), key_bits=2048)
+                          estimate_ms=0.6, slots=slots, runs=(), key_bits=2048,
+                          deploy_verify_us=50.0)
 
 
 def test_capacity_model_scales_with_devices_and_keeps_slots_shallow() -> None:
