@@ -63,6 +63,8 @@ SPEC: dict[str, Any] = {
 }
 PREFIX = "sim.m"
 ACCEPT_HOURS = 480
+WORKERS = 2
+CACHE = 65_536  # verified tokens each collector process keeps
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,17 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _checks(metrics: int, devices: int, batch: int) -> int:
+    """RSA checks the collector runs: one per device batch; for relay batches (metric
+    after metric) one per token and worker while the tokens fit each worker's cache
+    of verified tokens (``collector.token_crypto.Verifier``), else one per report."""
+    if not batch:
+        return devices
+    if devices > CACHE:
+        return devices * metrics
+    return devices * min(metrics, WORKERS)
+
+
 def _family(pid: int) -> list[int]:
     """``pid`` and every descendant (the uvicorn supervisor and its workers)."""
     out, todo = [], [pid]
@@ -131,7 +144,8 @@ class Sim:
     metrics: int
 
     @classmethod
-    def start(cls, folder: Path, metrics: int, workers: int = 2, key_bits: int = 2048) -> Sim:
+    def start(cls, folder: Path, metrics: int, workers: int = WORKERS,
+              key_bits: int = 2048) -> Sim:
         """3 masters, an issuer key, the collector (``workers``), ``metrics`` specs."""
         cluster = RedisClusterProcesses.start(folder / "cluster")
         try:
@@ -196,8 +210,8 @@ class Sim:
                         tally += size
         return state, tally
 
-    def run(self, metrics: int, devices: int, epoch: int, *, per_device: bool = False,
-            batch: int = 0, connections: int = 0, seed: int = 0) -> Run:
+    def run(self, metrics: int, devices: int, epoch: int, *, batch: int = 0,
+            connections: int = 0, seed: int = 0) -> Run:
         """Mint the fleet's tokens, send its batches, measure what they cost.
 
         ``connections`` (0: 4 for relay batches, 2 for device batches): a device batch
@@ -206,11 +220,7 @@ class Sim:
         (``MaxConnectionsError`` -> 503).
         """
         connections = connections or (4 if batch else 2)
-        names = fleet.metric_names(PREFIX, metrics)
-        units: list[fleet.Unit]
-        if per_device:
-            raise NotImplementedError("per-device tokens: after the tokens-v2 merge")
-        units = [(name, 1, epoch) for _ in range(devices) for name in names]
+        units: list[fleet.Unit] = [("day", epoch)] * devices
         started = time.perf_counter()
         tokens = fleet.mint_tokens(self.pem, units)
         mint_seconds = time.perf_counter() - started
@@ -225,7 +235,6 @@ class Sim:
                 "--metrics", str(metrics), "--epoch", str(epoch), "--devices", str(devices),
                 "--tokens", str(token_file), "--connections", str(connections),
                 "--seed", str(seed), "--batch", str(batch)]
-        argv += ["--per-device"] if per_device else []
         out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO_ROOT,
                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
         result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -239,7 +248,7 @@ class Sim:
             cpu1 - cpu0, r1[0] - r0[0], r1[1] - r0[1], r1[2] - r0[2], r1[3] - r0[3],
             state, tally, r1[4] - r0[4], int(result["bytes_sent"]),
             int(result["bytes_received"]), len(units),
-            devices if per_device and not batch else devices * metrics, mint_seconds,
+            _checks(metrics, devices, batch), mint_seconds,
         )
 
 
@@ -270,13 +279,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="reports per relay-batch run (batches of --batch), comma-separated")
     ap.add_argument("--device-sizes", default="1e5",
                     help="reports per device-batch run (one request per device)")
-    ap.add_argument("--metrics", type=int, default=100, help="metrics per device")
+    ap.add_argument("--metrics", type=int, default=200, help="metrics per device (relay runs)")
+    ap.add_argument("--device-metrics", type=int, default=100,
+                    help="metrics per device in device-batch runs (one Redis call each, at once)")
     ap.add_argument("--batch", type=int, default=1000, help="reports per relay batch")
     ap.add_argument("--key-bits", type=int, default=2048, help="issuer key size")
-    ap.add_argument("--per-device", action="store_true", help="one token per device-epoch")
     args = ap.parse_args(argv)
-    plan = [(int(float(s)), args.batch) for s in args.sizes.split(",") if s]
-    plan += [(int(float(s)), 0) for s in args.device_sizes.split(",") if s]
+    plan = [(int(float(s)), args.device_metrics, 0) for s in args.device_sizes.split(",") if s]
+    plan += [(int(float(s)), args.metrics, args.batch) for s in args.sizes.split(",") if s]
     today = int(time.time() // 86400)
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ldp-sim-") as tmp:
@@ -287,9 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             print(capacity.costs_table(costs), flush=True)
             print("\n" + capacity.check_table(costs, costs.runs), flush=True)
             runs: list[Run] = []
-            for (n, batch), epoch in zip(plan, epochs, strict=False):
-                runs.append(sim.run(args.metrics, n // args.metrics, epoch, batch=batch,
-                                    per_device=args.per_device, seed=len(runs)))
+            for (n, metrics, batch), epoch in zip(plan, epochs, strict=False):
+                runs.append(sim.run(metrics, n // metrics, epoch, batch=batch, seed=len(runs)))
                 print(table(RUN_HEADER, run_table(runs[-1:])), flush=True)
             print("\n" + table(RUN_HEADER, run_table(list(costs.runs) + runs)))
             print("\n" + capacity.check_table(costs, runs))

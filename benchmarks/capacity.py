@@ -21,9 +21,10 @@ aggregator's time per estimate are timed alone.
 Deployment assumptions (stated, change them here): every device sends its
 reports of a day in one request (an SDK flush); peak-to-average ``PEAK``;
 cores and masters run at ``UTIL``; state kept for the epoch plus the acceptance
-window (``ACCEPT_HOURS``), counters for ``TALLY_DAYS``; ``SHARDS`` slots per
-metric-epoch; ``MASTER_GIB`` usable per master; one token per report today
-(``TOKENS_PER_REPORT``).
+window (``ACCEPT_HOURS``), counters for ``TALLY_DAYS``; at least ``SHARDS``
+slots per metric-epoch (more for hot metrics: ``shards_for``); ``MASTER_GIB``
+usable per master; one token per device and day (tokens-v2), checked once
+per device batch.
 
     .venv/bin/python benchmarks/bench_cluster_sim.py --sizes 1e5   # runs the model too
 """
@@ -57,14 +58,13 @@ TALLY_DAYS = 400
 SHARDS = 4
 MASTER_GIB = 25.0
 BUCKETS = 65_536
-TOKENS_PER_REPORT = 1.0
 DEVICES = (10**6, 10**8, 10**9)
 METRICS = (1, 20, 100)
 DEPTHS = (1, 8, 38, 380, 3800)  # spent tokens per bucket: n per slot = depth * 65,536
 SCENARIOS: tuple[tuple[str, dict[str, int]], ...] = (
-    ("Device batches, one token per report (the collector as measured)", {}),
-    ("Device batches, one token per device and day", {"tokens_per_device": 1}),
-    ("Relay batches of 1000 reports of one metric", {"relay": 1000}),
+    ("Device batches, one token per device and day (tokens-v2)", {}),
+    ("Device batches, one token per report (tokens v1, before)", {"tokens_per_device": 0}),
+    ("Relay batches of 1000 reports of one metric, every token checked", {"relay": 1000}),
 )
 FLAT_DEPTH = 38  # rests per bucket up to which a script call costs about a fresh one
 
@@ -126,14 +126,16 @@ def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, 
 def verify_us(bits: int = 2048, count: int = 300) -> float:
     """CPU us per token check (OpenSSL), median of 3 rounds."""
     from benchmarks.fleet import mint_tokens
+    from ldp_core.tokens import unit_digest
 
     key = TokenKey.generate(bits)
-    tokens = mint_tokens(key.to_pem(), [("cap.v", 1, 1)] * count, processes=1)
-    verifier = Verifier([key.public])
+    tokens = mint_tokens(key.to_pem(), [("day", 1)] * count, processes=1)
+    verifier = Verifier([key.public], cache_size=0)
+    units = [unit_digest("day", 1)]
     rounds = []
     for _ in range(3):
         start = time.process_time()
-        assert all(verifier.check(t, "cap.v", 1, 1) for t in tokens)
+        assert all(verifier.check(t, units) for t in tokens)
         rounds.append((time.process_time() - start) / count)
     return 1e6 * statistics.median(rounds)
 
@@ -143,7 +145,7 @@ def sign_ms(count: int = 20) -> float:
     from ldp_core import tokens
 
     key = TokenKey.generate(2048)
-    blinded = [tokens.prepare(key.public, "cap.s", 1, 1).blinded for _ in range(count)]
+    blinded = [tokens.prepare(key.public, "day", 1).blinded for _ in range(count)]
     start = time.process_time()
     for b in blinded:
         key.blind_sign(b)
@@ -214,7 +216,7 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     ``Sim.run``, one epoch each (five)."""
     run(10, 100, epochs[4], seed=9)
     runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
-            run(100, 30, epochs[2], seed=2), run(2, 5000, epochs[3], batch=1000, seed=3))
+            run(100, 30, epochs[2], seed=2), run(1, 10_000, epochs[3], batch=1000, seed=3))
     v = verify_us(key_bits)
     collector = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
                      - v * r.checks / r.requests)
@@ -295,9 +297,9 @@ def depth_us(costs: Costs, depth: float) -> float:
     return max(0.0, float(np.interp(math.log(max(depth, 1.0)), xs, ys)) - ys[0])
 
 
-def model_table(costs: Costs, tokens_per_device: int | None = None, relay: int = 0) -> str:
+def model_table(costs: Costs, tokens_per_device: int = 1, relay: int = 0) -> str:
     """Resources for DEVICES x METRICS per day under the stated assumptions;
-    ``tokens_per_device``: tokens a device spends per day (None: one per report);
+    ``tokens_per_device``: tokens a device spends per day (0: one per report);
     ``relay``: 0 for device batches (one request per device and day), else
     batches of ``relay`` reports of one metric (a relay or an ingest tier that
     regroups reports by metric; every report's token checked)."""
@@ -305,7 +307,7 @@ def model_table(costs: Costs, tokens_per_device: int | None = None, relay: int =
     for devices in DEVICES:
         for metrics in METRICS:
             requests = devices * PEAK / 86_400
-            tokens = metrics if tokens_per_device is None else tokens_per_device
+            tokens = tokens_per_device or metrics
             shards = shards_for(devices)
             n_slot = devices / shards
             depth = n_slot / BUCKETS

@@ -3,7 +3,8 @@
 Each simulated device sends its reports of one epoch, one per metric, in one
 gzip batch (``Content-Encoding: gzip``, level 6, as the SDK sends them), each
 report randomised with ``ldp_core`` (seeded: this is test traffic) and carrying
-a valid token.  Tokens are minted before the clock starts, in bulk, in a
+a valid token, one per device and epoch (shared by its reports of every
+metric, as the SDK attaches it).  Tokens are minted before the clock starts, in bulk, in a
 process pool, with the issuer's key object (``collector.token_crypto.TokenKey``)
 and the token layout of ``ldp_core.tokens``: the private key signs the token
 input directly (OpenSSL RSASSA-PSS, 0.8 ms at 2048 bits) instead of running
@@ -46,7 +47,7 @@ from ldp_core.tokens import b64url, token_input, unit_digest
 
 __all__ = ["Unit", "device_batches", "metric_names", "mint_tokens", "run"]
 
-Unit = tuple[str, int, int]  # (metric, version, epoch)
+Unit = tuple[str, int]  # (period, epoch): a token covers a device's reports of an epoch
 DOMAIN = 64  # GRR over 64 values: one counter per report
 _COUNTS = re.compile(rb'"(accepted|duplicates|rejected)":\s*(\d+)')
 _KEY: Any = None
@@ -90,22 +91,18 @@ def mint_tokens(pem: bytes, units: Sequence[Unit], processes: int = 2,
 
 
 def device_batches(host: str, key: str, names: Sequence[str], version: int, epoch: int,
-                   devices: int, tokens: Sequence[str], per_device: bool, seed: int,
+                   devices: int, tokens: Sequence[str], seed: int,
                    batch: int = 0) -> Iterator[tuple[bytes, int]]:
     """(framed request, reports): every device's one report per metric, gzip JSON.
 
     ``batch`` = 0: one request per device holding its reports of every metric (an
     SDK's flush).  ``batch`` > 0: requests of ``batch`` devices' reports of one
     metric (a relay that regroups reports by metric), metric after metric.
-    ``tokens[d]`` is device d's token for all its reports (``per_device``), else
-    ``tokens[d * len(names) + j]`` is its token for metric j.
+    ``tokens[d]`` is device d's token, on all its reports of the epoch.
     """
     m = mechanism("grr", epsilon=1.0, domain_size=DOMAIN)
     rng = random.Random(seed)
     k = len(names)
-
-    def token(d: int, j: int) -> str:
-        return tokens[d] if per_device else tokens[d * k + j]
 
     if batch:
         rows = (((d, j) for d in range(lo, min(devices, lo + batch)))
@@ -120,7 +117,7 @@ def device_batches(host: str, key: str, names: Sequence[str], version: int, epoc
             "metric": [names[j] for _, j in pairs], "version": [version] * n,
             "epoch": [epoch] * n,
             "report_id": [ids[32 * i:32 * i + 32] for i in range(n)],
-            "token": [token(d, j) for d, j in pairs],
+            "token": [tokens[d] for d, _ in pairs],
             "payload": [m.encode(m.randomize(rng.randrange(DOMAIN), rng=rng)) for _ in pairs],
         })
         body = gzip.compress(body, compresslevel=6, mtime=0)
@@ -183,8 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--version", type=int, default=1)
     ap.add_argument("--epoch", type=int, required=True)
     ap.add_argument("--devices", type=int, required=True)
-    ap.add_argument("--tokens", required=True, help="file: one token per line")
-    ap.add_argument("--per-device", action="store_true", help="one token per device-epoch")
+    ap.add_argument("--tokens", required=True, help="file: one token per device, per line")
     ap.add_argument("--batch", type=int, default=0,
                     help="0: one request per device; N: N devices' reports of one metric")
     ap.add_argument("--connections", type=int, default=8)
@@ -194,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     names = metric_names(args.prefix, args.metrics)
     host = urlsplit(args.url).netloc
     batches = device_batches(host, args.key, names, args.version, args.epoch, args.devices,
-                             tokens, args.per_device, args.seed, args.batch)
+                             tokens, args.seed, args.batch)
     print(json.dumps(asyncio.run(run(args.url, batches, args.connections))))
 
 

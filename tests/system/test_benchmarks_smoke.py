@@ -147,9 +147,9 @@ def test_capacity_model_scales_with_devices_and_keeps_slots_shallow() -> None:
     # state: about bucket + rest bytes per report while sparse, rest bytes when deep
     assert capacity.state_bytes(costs, 100) == pytest.approx(100 * 48.4, rel=1e-2)
     assert capacity.state_bytes(costs, 1e9) / 1e9 == pytest.approx(6.4, rel=1e-2)
-    # one token per device-day instead of per report: the issuer needs 100 times less
-    per_device = capacity.model_table(costs, tokens_per_device=1)
-    issuer = [float(t.splitlines()[-1].split("|")[5].replace(",", "")) for t in (text, per_device)]
+    # one token per report instead of per device-day: the issuer needs 100 times more
+    per_report = capacity.model_table(costs, tokens_per_device=0)
+    issuer = [float(t.splitlines()[-1].split("|")[5].replace(",", "")) for t in (per_report, text)]
     assert issuer[0] == pytest.approx(100 * issuer[1], rel=1e-3)  # the table rounds to 0.1
 
 
@@ -159,14 +159,13 @@ def test_fleet_sends_each_device_metric_once_in_either_shape() -> None:
     from benchmarks import fleet
 
     names = fleet.metric_names("sim.m", 3)
-    tokens = [f"t{i}" for i in range(5 * 3)]
+    tokens = [f"t{i}" for i in range(5)]
     for batch in (0, 2):
         seen = []
-        for request, size in fleet.device_batches("h", "k", names, 1, 7, 5, tokens, False, 0,
-                                                  batch):
+        for request, size in fleet.device_batches("h", "k", names, 1, 7, 5, tokens, 0, batch):
             body = orjson.loads(gzip.decompress(request.split(b"\r\n\r\n", 1)[1]))
             assert len(body["metric"]) == size == len(set(body["report_id"]))
             assert set(body["epoch"]) == {7}
             seen += list(zip(body["metric"], body["token"], strict=True))
-        # every (device, metric) once, with its own token
-        assert sorted(seen) == sorted((names[i % 3], f"t{i}") for i in range(15))
+        # every (device, metric) once, each device's reports with its one token
+        assert sorted(seen) == sorted((name, f"t{d}") for d in range(5) for name in names)
