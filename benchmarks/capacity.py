@@ -66,6 +66,7 @@ SCENARIOS: tuple[tuple[str, dict[str, int]], ...] = (
     ("Device batches, one token per report (tokens v1, before)", {"tokens_per_device": 0}),
     ("Relay batches of 1000 reports of one metric, every token checked", {"relay": 1000}),
 )
+TOKEN_WIRE_BYTES = 288  # a 2048-bit token: 288 random bytes, in 384 base64url characters
 FLAT_DEPTH = 38  # rests per bucket up to which a script call costs about a fresh one
 
 
@@ -329,7 +330,11 @@ def model_table(costs: Costs, tokens_per_device: int = 1, relay: int = 0) -> str
             redis_cores = reports * red / 1e6 / UTIL
             masters = max(math.ceil(redis_cores), math.ceil(memory_gib / MASTER_GIB), 1)
             issuer = devices * tokens * costs.sign_ms / 1e3 / 86_400 / UTIL
-            up = requests * (costs.up[0] + costs.up[1] * reports / requests) * 8 / 1e6
+            # costs.up is fitted to device batches with one token each: every further
+            # distinct token adds its incompressible bytes (a relay batch: one per report)
+            distinct = relay if relay else tokens
+            up = (requests * (costs.up[0] + costs.up[1] * reports / requests
+                              + TOKEN_WIRE_BYTES * (distinct - 1)) * 8 / 1e6)
             rows.append((
                 f"{devices:.0e}", str(metrics), f"{reports:,.0f}",
                 f"{reports * col / 1e6 / UTIL:,.1f}", f"{issuer:,.1f}",
