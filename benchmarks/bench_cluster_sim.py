@@ -18,11 +18,14 @@ accounting:
 - bytes on the wire: every request and answer as framed on the socket.
 
 Each run uses its own epoch, so the state of one run never shares a hash with
-another's.  ``capacity.calibrate`` (small fleets of 1 and 10 metrics per device)
-gives the model's costs; the fleets of 100 metrics per device at 10^5, 10^6 and
-10^7 reports are compared with its prediction.
+another's.  ``capacity.calibrate`` (small fleets: device batches of 1, 20 and
+100 metrics, relay batches of 1000) gives the model's costs; then device
+batches (``--device-sizes``, ``--device-metrics`` per device) and relay
+batches (``--sizes``: 1000 devices' reports of one metric per request, metric
+after metric, ``--metrics`` metrics) are compared with its prediction.
 
-    .venv/bin/python benchmarks/bench_cluster_sim.py --sizes 1e5,1e6,1e7
+    .venv/bin/python benchmarks/bench_cluster_sim.py --metrics 200 --sizes 1e5,1e6,1e7 \
+        --device-sizes 1e5
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ slots per metric-epoch (more for hot metrics: ``shards_for``); ``MASTER_GIB``
 usable per master; one token per device and day (tokens-v2), checked once
 per device batch.
 
-    .venv/bin/python benchmarks/bench_cluster_sim.py --sizes 1e5   # runs the model too
+    .venv/bin/python benchmarks/bench_cluster_sim.py --metrics 200 --sizes 1e5,1e6,1e7 \
+        --device-sizes 1e5      # calibrates, checks and prints the model (README "Capacity")
 """
 
 from __future__ import annotations
