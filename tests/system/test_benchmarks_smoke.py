@@ -169,3 +169,26 @@ def test_fleet_sends_each_device_metric_once_in_either_shape() -> None:
             seen += list(zip(body["metric"], body["token"], strict=True))
         # every (device, metric) once, each device's reports with its one token
         assert sorted(seen) == sorted((name, f"t{d}") for d in range(5) for name in names)
+
+
+@pytest.mark.slow
+def test_cluster_sim_counts_a_tiny_fleet_exactly_once(tmp_path: Path) -> None:
+    """The capacity harness end to end: 3 masters, the collector (2 workers), a fleet
+    in both shapes; every report accepted once, one script call per report of a device
+    batch, the costs read from the processes (no timing asserted)."""
+    from benchmarks.bench_cluster_sim import Sim
+
+    sim = Sim.start(tmp_path, 3, key_bits=1024)
+    try:
+        today = int(time.time() // 86400)
+        device = sim.run(3, 20, today)
+        relay = sim.run(3, 20, today - 1, batch=10, seed=1)
+    finally:
+        sim.stop()
+    assert device.reports == device.accepted == 60 and device.errors == 0
+    assert device.requests == 20 and device.script_calls == 60 and device.checks == 20
+    assert relay.reports == relay.accepted == 60 and relay.requests == 6
+    assert relay.script_calls <= 6 * 4  # one call per shard a batch of one metric touches
+    for run in (device, relay):
+        assert run.collector_cpu > 0 and run.state_bytes > 0 and run.tally_bytes > 0
+        assert run.bytes_sent > 0 and run.tokens == 20
