@@ -119,9 +119,9 @@ def test_huge_domain_table_has_every_sketch() -> None:
 
 def _capacity_costs() -> object:
     from benchmarks import capacity
+    from benchmarks.unit_costs import DEPTHS, Slot
 
-    slots = tuple(capacity.Slot(d, 42.0 + 6.4 * d, 30.0 + 0.04 * d, 280.0 + 6.0 * d)
-                  for d in capacity.DEPTHS)
+    slots = tuple(Slot(d, 42.0 + 6.4 * d, 30.0 + 0.04 * d, 280.0 + 6.0 * d) for d in DEPTHS)
     return capacity.Costs(collector=(1000.0, 20.0, 200.0), verify_us=50.0,
                           redis=(0.0, 10.0, 50.0), up=(300.0, 320.0), down=(380.0, 34.0),
                           bucket_bytes=42.0, rest_bytes=6.4, tally_bytes=1200.0, sign_ms=6.0,
