@@ -1,167 +1,243 @@
 """A capacity model to a billion devices, from per-report costs measured on this machine.
 
-Measured (one run, this machine):
+The cost of a request is linear in what it does (fitted by least squares over
+calibration fleets of different shapes through the real collector, 2 workers,
+into a 3-master Redis Cluster: ``benchmarks/bench_cluster_sim.py``):
 
-- collector CPU per report: the real collector (one uvicorn worker, full
-  validation and exactly-once dedupe) under loadgen with batches of 1000; the
-  worker's CPU seconds (/proc/<pid>/stat) over the reports it accepted;
-- Redis CPU per report: ``INFO cpu`` over the same run;
-- Redis memory per report (the exactly-once state, ``INFO memory`` /
-  ``MEMORY USAGE`` through ``benchmarks.bench_memory``) and per metric-epoch
-  (the counters), at several n to show they are flat;
-- bytes on the wire per report: a gzip batch of 1000 GRR reports.
+    collector CPU = a + b * reports + c * Redis commands + v * tokens verified
+    Redis CPU     = p + q * reports + r * Redis commands
 
-Modelled: devices x metrics per day -> reports per day -> peak reports/s (peak
-to average ``PEAK``); collector cores and Redis masters for CPU at ``UTIL``
-utilisation; Redis memory for the counters (``RETENTION_DAYS`` of epochs, each
-hot metric spread over ``SHARDS`` slots) plus the per-report state held for the
-acceptance window (``WINDOW_DAYS``), in masters of ``MASTER_GIB`` usable; and
-network.  The first resource to saturate is named per row.
+where a Redis command is one ingest script call (one per (metric, epoch,
+shard) slot of the batch) or one write of the read index (one per metric of
+the batch, cluster mode); ``v`` (OpenSSL RSASSA-PSS, 2048 bits) is timed
+alone.  Memory: the per-report state of a slot holding n reports is
+``bucket_bytes * B * (1 - exp(-n / B)) + rest_bytes * n`` (B = 65,536 buckets),
+fitted from ``MEMORY USAGE`` of slots filled to several depths, which also
+give the Redis CPU of a script call as the buckets fill (where the flat model
+ends); the counters are ``MEMORY USAGE`` of the simulated tally hashes.  The
+issuer's CPU per token (``TokenKey.blind_sign``, 2048 bits) and the
+aggregator's time per estimate are timed alone.
 
-    .venv/bin/python benchmarks/capacity.py [--quick]
+Deployment assumptions (stated, change them here): every device sends its
+reports of a day in one request (an SDK flush); peak-to-average ``PEAK``;
+cores and masters run at ``UTIL``; state kept for the epoch plus the acceptance
+window (``ACCEPT_HOURS``), counters for ``TALLY_DAYS``; at least ``SHARDS``
+slots per metric-epoch (more for hot metrics: ``shards_for``); ``MASTER_GIB``
+usable per master; one token per device and day (tokens-v2), checked once
+per device batch.
+
+    .venv/bin/python benchmarks/bench_cluster_sim.py --metrics 200 --sizes 1e5,1e6,1e7 \
+        --device-sizes 1e5      # calibrates, checks and prints the model (README "Capacity")
 """
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import math
-import os
-import random
-import sys
-import time
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-import orjson
+import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import bench_ingest, bench_memory
-from benchmarks._services import Stack, redis_cpu_seconds
 from benchmarks._table import table
-from ldp_core import mechanism
-from ldp_core.wire import Envelope, encode_batch
+from benchmarks.bench_cluster_sim import Run
+from benchmarks.unit_costs import Slot, estimate_ms, sign_ms, slot_profile, verify_us
 
-PEAK = 3.0  # peak-to-average of reports/s over a day
-UTIL = 0.6  # target CPU utilisation of a core
-WINDOW_DAYS = 3  # exactly-once state is kept while an epoch accepts reports
-RETENTION_DAYS = 31  # counters are kept this long
-SHARDS = 4  # slots per hot metric-epoch
-MASTER_GIB = 20.0  # usable memory of one Redis master
+__all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict"]
+
+PEAK = 3.0
+UTIL = 0.6
+ACCEPT_HOURS = 96
+STATE_DAYS = 1 + (ACCEPT_HOURS + 1) / 24  # the epoch, the acceptance window, 1 h margin
+TALLY_DAYS = 400
+SHARDS = 4
+MASTER_GIB = 25.0
+BUCKETS = 65_536
 DEVICES = (10**6, 10**8, 10**9)
 METRICS = (1, 20, 100)
+SCENARIOS: tuple[tuple[str, dict[str, int]], ...] = (
+    ("Device batches, one token per device and day (tokens-v2)", {}),
+    ("Device batches, one token per report (tokens v1, before)", {"tokens_per_device": 0}),
+    ("Relay batches of 1000 reports of one metric, every token checked", {"relay": 1000}),
+)
+TOKEN_WIRE_BYTES = 288  # a 2048-bit token: 288 random bytes, in 384 base64url characters
+FLAT_DEPTH = 38  # rests per bucket up to which a script call costs about a fresh one
 
 
 @dataclass(frozen=True)
 class Costs:
-    """Per-report costs measured on this machine."""
+    """The model's measured coefficients (see the module docstring)."""
 
-    collector_cpu_us: float
-    redis_cpu_us: float
-    state_bytes: float
-    counters_bytes: float
-    wire_bytes: float
-    reports_per_s: float
+    collector: tuple[float, float, float]  # a, b, c in us
+    verify_us: float
+    redis: tuple[float, float, float]  # p, q, r in us
+    up: tuple[float, float]  # bytes per request, per report (device batches)
+    down: tuple[float, float]
+    bucket_bytes: float
+    rest_bytes: float
+    tally_bytes: float  # per metric-epoch (GRR d = 64, SHARDS shards)
+    sign_ms: float
+    estimate_ms: float
+    slots: tuple[Slot, ...]
+    runs: tuple[Run, ...]
+    key_bits: int
+    deploy_verify_us: float  # the same check with a 2048-bit key (the deployed size)
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _commands(run: Run) -> float:
+    return (run.script_calls + run.index_calls) / run.requests
 
 
-def wire_bytes_per_report(reports: int = 1000) -> float:
-    """Bytes of one gzip JSON batch of GRR reports (d = 64), per report."""
-    m = mechanism("grr", epsilon=1.0, domain_size=64)
-    rng = random.Random(0)
-    batch = [
-        Envelope("bench.capacity", 1, 20_000, os.urandom(16).hex(), os.urandom(32).hex(),
-                 m.encode(m.randomize(rng.randrange(64), rng=rng)))
-        for _ in range(reports)
+def predict(costs: Costs, reports: float, commands: float, tokens: float,
+            verify: float | None = None) -> tuple[float, float]:
+    """(collector us, Redis us) per report for requests of that shape (``verify``:
+    us per token check, default the simulation's key size)."""
+    a, b, c = costs.collector
+    p, q, r = costs.redis
+    v = costs.verify_us if verify is None else verify
+    return ((a + b * reports + c * commands + v * tokens) / reports,
+            (p + q * reports + r * commands) / reports)
+
+
+def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, float]:
+    """Least squares of ``y`` (per request) on (1, reports, commands), each run weighted
+    by 1 / its value: the relative errors are what is minimised."""
+    ys = np.array([y(r) for r in runs])
+    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs]) / ys[:, None]
+    coef = np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0]
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
+def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048) -> Costs:
+    """Small fleets of four shapes (1, 20 and 100 metrics per device, relay batches
+    of 1000), after a warm-up fleet, then the costs timed alone; ``run`` is
+    ``Sim.run``, one epoch each (five)."""
+    run(10, 100, epochs[4], seed=9)
+    runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
+            run(100, 30, epochs[2], seed=2), run(1, 10_000, epochs[3], batch=1000, seed=3))
+    v = verify_us(key_bits)
+    collector = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
+                     - v * r.checks / r.requests)
+    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
+    device = [r for r in runs if r.batch == 0]
+    x = np.array([[1.0, r.reports / r.requests] for r in device])
+    up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
+    down = np.linalg.lstsq(x, np.array([r.bytes_received / r.requests for r in device]),
+                           rcond=None)[0]
+    slots = slot_profile()
+    # Bytes per bucket at depth k = bucket_bytes + rest_bytes * k (two deepest fills).
+    deep, deeper = slots[-2], slots[-1]
+    rest = (deeper.bytes_per_bucket - deep.bytes_per_bucket) / (deeper.depth - deep.depth)
+    bucket = slots[0].bytes_per_bucket - rest * slots[0].depth
+    tally = statistics.median(r.tally_bytes / r.metrics for r in runs)
+    return Costs(collector, v, red, (float(up[0]), float(up[1])),
+                 (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
+                 estimate_ms(), tuple(slots), runs, key_bits,
+                 v if key_bits == 2048 else verify_us(2048))
+
+
+def state_bytes(costs: Costs, n_slot: float) -> float:
+    """Bytes of the per-report state of one slot holding ``n_slot`` reports."""
+    return costs.bucket_bytes * BUCKETS * -math.expm1(-n_slot / BUCKETS) + costs.rest_bytes * n_slot
+
+
+def costs_table(costs: Costs) -> str:
+    """The measured coefficients."""
+    a, b, c = costs.collector
+    p, q, r = costs.redis
+    rows = [
+        ("collector CPU per request / report / Redis command", f"{a:.0f} / {b:.1f} / {c:.1f} us"),
+        (f"collector CPU per token check ({costs.key_bits} / 2048 bits)",
+         f"{costs.verify_us:.1f} / {costs.deploy_verify_us:.1f} us"),
+        ("Redis CPU per request / report / command", f"{p:.1f} / {q:.1f} / {r:.1f} us"),
+        ("upload per request / report (device batch, gzip)",
+         f"{costs.up[0]:.0f} / {costs.up[1]:.0f} B"),
+        ("answer per request / report", f"{costs.down[0]:.0f} / {costs.down[1]:.0f} B"),
+        ("state per occupied bucket / per report", f"{costs.bucket_bytes:.1f} / "
+         f"{costs.rest_bytes:.2f} B"),
+        ("counters per metric-epoch (GRR d = 64, 4 shards)", f"{costs.tally_bytes:,.0f} B"),
+        ("issuer CPU per token (blind signature, 2048 bits)", f"{costs.sign_ms:.2f} ms"),
+        ("aggregator per estimate (GRR d = 64, n = 10^6)", f"{costs.estimate_ms:.2f} ms"),
     ]
-    return len(gzip.compress(orjson.dumps(encode_batch(batch)))) / reports
+    slots = [(f"{s.depth:,}", f"{s.depth * BUCKETS:,.0f}", f"{s.bytes_per_bucket / s.depth:.2f}",
+              f"{s.redis_us_per_call:.1f}", f"{s.aof_bytes_per_call:,.0f}") for s in costs.slots]
+    return (table(("measure", "value"), rows) + "\n\n" + table(
+        ("rests per bucket", "n per slot", "state B/report", "Redis CPU us per 1-report call",
+         "AOF B per call"), slots))
 
 
-def measure_cpu(duration: float) -> tuple[float, float, float]:
-    """(collector CPU us/report, Redis CPU us/report, reports/s) under batched load."""
-    stack = Stack.start()
-    try:
-        collector = stack.collector(workers=1)
-        stack.register(collector.url, bench_ingest.BENCH_SPEC)
-        epoch = int(time.time() // 86_400)
-        cpu_before, redis_before = _cpu_seconds(collector.pid), redis_cpu_seconds(stack.redis_url)
-        result = bench_ingest.load(collector.url, 1000, duration, seed=1, epoch=epoch)
-        cpu = _cpu_seconds(collector.pid) - cpu_before
-        redis_cpu = redis_cpu_seconds(stack.redis_url) - redis_before
-        accepted = max(int(result["accepted"]), 1)
-        return 1e6 * cpu / accepted, 1e6 * redis_cpu / accepted, float(result["reports_per_s"])
-    finally:
-        stack.stop()
+def check_table(costs: Costs, runs: Sequence[Run]) -> str:
+    """Each simulated fleet against the model's prediction for its shape."""
+    rows = []
+    for run in runs:
+        col, red = predict(costs, run.reports / run.requests, _commands(run),
+                           run.checks / run.requests)
+        rows.append((
+            f"{run.reports:,}", f"{run.reports / run.requests:,.0f}",
+            f"{run.collector_us:.1f}", f"{col:.1f}", f"{run.collector_us / col - 1:+.0%}",
+            f"{run.redis_us:.1f}", f"{red:.1f}", f"{run.redis_us / red - 1:+.0%}",
+        ))
+    return table(("reports", "reports/request", "collector us/report measured", "model",
+                  "error", "Redis us/report measured", "model", "error"), rows)
 
 
-def measure(quick: bool) -> tuple[Costs, list[dict[str, float]]]:
-    ns = (10**4, 10**5) if quick else (10**5, 10**6)
-    memory = bench_memory.redis_memory(ns)
-    flat = [
-        {"n": float(r["n"]), "state_bytes": (r["dedupe"] + r["other"]) / r["n"],
-         "counters_bytes": float(r["tally"])}
-        for r in memory
-    ]
-    collector_us, redis_us, rate = measure_cpu(2.0 if quick else 8.0)
-    costs = Costs(collector_us, redis_us, flat[-1]["state_bytes"], flat[-1]["counters_bytes"],
-                  wire_bytes_per_report(), rate)
-    return costs, flat
+def shards_for(devices: float) -> int:
+    """Shards per metric-epoch that keep a slot at most ``FLAT_DEPTH`` rests per bucket
+    (at least ``SHARDS``, at most 256, LDP_SHARDS' bound)."""
+    return max(SHARDS, min(256, math.ceil(devices / (BUCKETS * FLAT_DEPTH))))
 
 
-def model_rows(costs: Costs) -> list[tuple[str, ...]]:
+def depth_us(costs: Costs, depth: float) -> float:
+    """Extra Redis CPU of a one-report script call at ``depth`` rests per bucket, over
+    a fresh slot's (interpolated in log depth from the slot profile)."""
+    xs = [math.log(s.depth) for s in costs.slots]
+    ys = [s.redis_us_per_call for s in costs.slots]
+    return max(0.0, float(np.interp(math.log(max(depth, 1.0)), xs, ys)) - ys[0])
+
+
+def model_table(costs: Costs, tokens_per_device: int = 1, relay: int = 0) -> str:
+    """Resources for DEVICES x METRICS per day under the stated assumptions;
+    ``tokens_per_device``: tokens a device spends per day (0: one per report);
+    ``relay``: 0 for device batches (one request per device and day), else
+    batches of ``relay`` reports of one metric (a relay or an ingest tier that
+    regroups reports by metric; every report's token checked)."""
     rows = []
     for devices in DEVICES:
         for metrics in METRICS:
-            per_day = devices * metrics
-            peak = per_day / 86_400 * PEAK
-            collector_cores = peak * costs.collector_cpu_us / 1e6 / UTIL
-            redis_cores = peak * costs.redis_cpu_us / 1e6 / UTIL
-            state = per_day * WINDOW_DAYS * costs.state_bytes
-            counters = metrics * RETENTION_DAYS * SHARDS * costs.counters_bytes
+            requests = devices * PEAK / 86_400
+            tokens = tokens_per_device or metrics
+            shards = shards_for(devices)
+            n_slot = devices / shards
+            depth = n_slot / BUCKETS
+            if relay:
+                # a batch of one metric: one script call per shard it touches, one index write
+                requests = devices * metrics * PEAK / 86_400 / relay
+                calls = shards * -math.expm1(-relay / shards)
+                col, red = predict(costs, relay, calls + 1, relay, costs.deploy_verify_us)
+                reports = requests * relay
+                red += depth_us(costs, depth) * calls / relay
+            else:
+                # one script call and one index write per metric of a device's batch
+                col, red = predict(costs, metrics, 2 * metrics, tokens, costs.deploy_verify_us)
+                reports = requests * metrics
+                red += depth_us(costs, depth)
+            state = metrics * shards * state_bytes(costs, n_slot) * STATE_DAYS
+            counters = metrics * TALLY_DAYS * costs.tally_bytes
             memory_gib = (state + counters) / 2**30
-            by_cpu, by_memory = math.ceil(redis_cores), math.ceil(memory_gib / MASTER_GIB)
-            first = "Redis CPU" if by_cpu >= by_memory else "Redis memory"
-            if collector_cores > max(by_cpu, by_memory) * 4:
-                first = "collector CPU"
+            redis_cores = reports * red / 1e6 / UTIL
+            masters = max(math.ceil(redis_cores), math.ceil(memory_gib / MASTER_GIB), 1)
+            issuer = devices * tokens * costs.sign_ms / 1e3 / 86_400 / UTIL
+            # costs.up is fitted to device batches with one token each: every further
+            # distinct token adds its incompressible bytes (a relay batch: one per report)
+            distinct = relay if relay else tokens
+            up = (requests * (costs.up[0] + costs.up[1] * reports / requests
+                              + TOKEN_WIRE_BYTES * (distinct - 1)) * 8 / 1e6)
             rows.append((
-                f"{devices:.0e}", str(metrics), f"{peak:,.0f}", f"{collector_cores:,.1f}",
-                f"{max(by_cpu, by_memory, 1):,}", f"{memory_gib:,.1f}",
-                f"{peak * costs.wire_bytes * 8 / 1e6:,.1f}", first,
+                f"{devices:.0e}", str(metrics), f"{reports:,.0f}",
+                f"{reports * col / 1e6 / UTIL:,.1f}", f"{issuer:,.1f}",
+                f"{masters:,}", f"{redis_cores:,.1f}", f"{memory_gib:,.1f}",
+                f"{shards} ({depth:,.0f})", f"{up:,.1f}",
             ))
-    return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller calibration runs")
-    args = parser.parse_args()
-    costs, flat = measure(args.quick)
-    print("Per-report costs measured here (batches of 1000, one collector worker):\n")
-    print(table(("measure", "value"), [
-        ("collector CPU per report", f"{costs.collector_cpu_us:.2f} us"),
-        ("Redis CPU per report", f"{costs.redis_cpu_us:.2f} us"),
-        ("exactly-once state per report", f"{costs.state_bytes:.1f} bytes"),
-        ("counters per metric-epoch (OLH, d = 1024)", f"{costs.counters_bytes / 1e6:.2f} MB"),
-        ("gzip batch on the wire per report", f"{costs.wire_bytes:.1f} bytes"),
-        ("reports/s, one worker", f"{costs.reports_per_s:,.0f}"),
-    ]))
-    print("\nFlat in n (one metric-epoch each):\n")
-    print(table(("n", "state bytes/report", "counters bytes"), [
-        (f"{r['n']:.0e}", f"{r['state_bytes']:.1f}", f"{r['counters_bytes']:,.0f}") for r in flat
-    ]))
-    print(f"\nModel (peak/average {PEAK:g}, {UTIL:.0%} CPU, state kept {WINDOW_DAYS} days, "
-          f"counters {RETENTION_DAYS} days x {SHARDS} shards, {MASTER_GIB:g} GiB per master):\n")
-    print(table(
-        ("devices", "metrics/day", "peak reports/s", "collector cores", "Redis masters",
-         "Redis GiB", "ingress Mbit/s", "saturates first"),
-        model_rows(costs),
-    ))
-
-
-if __name__ == "__main__":
-    main()
+    return table(("devices", "metrics/day", "peak reports/s", "collector cores",
+                  "issuer cores", "Redis masters", "Redis cores", "Redis GiB",
+                  "shards (rests/bucket)", "ingress Mbit/s"), rows)

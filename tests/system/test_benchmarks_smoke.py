@@ -117,14 +117,78 @@ def test_huge_domain_table_has_every_sketch() -> None:
     assert all(f"| {name} |" in text for name in ("hadamard", "cms", "hcms"))
 
 
-def test_capacity_model_scales_with_devices_and_names_the_bottleneck() -> None:
+def _capacity_costs() -> object:
+    from benchmarks import capacity
+    from benchmarks.unit_costs import DEPTHS, Slot
+
+    slots = tuple(Slot(d, 42.0 + 6.4 * d, 30.0 + 0.04 * d, 280.0 + 6.0 * d) for d in DEPTHS)
+    return capacity.Costs(collector=(1000.0, 20.0, 200.0), verify_us=50.0,
+                          redis=(0.0, 10.0, 50.0), up=(300.0, 320.0), down=(380.0, 34.0),
+                          bucket_bytes=42.0, rest_bytes=6.4, tally_bytes=1200.0, sign_ms=6.0,
+                          estimate_ms=0.6, slots=slots, runs=(), key_bits=2048,
+                          deploy_verify_us=50.0)
+
+
+def test_capacity_model_scales_with_devices_and_keeps_slots_shallow() -> None:
     from benchmarks import capacity
 
-    costs = capacity.Costs(collector_cpu_us=4.0, redis_cpu_us=2.0, state_bytes=80.0,
-                           counters_bytes=660_000.0, wire_bytes=60.0, reports_per_s=1e5)
-    rows = capacity.model_rows(costs)
+    costs = _capacity_costs()
+    assert isinstance(costs, capacity.Costs)
+    # a request of 100 reports, 200 commands, 100 token checks: (1000 + 2000 + 40000 + 5000) / 100
+    assert capacity.predict(costs, 100, 200, 100) == pytest.approx((480.0, 110.0))
+    text = capacity.model_table(costs)
+    rows = [line for line in text.splitlines()[2:] if line.startswith("| ")]
     assert len(rows) == len(capacity.DEVICES) * len(capacity.METRICS)
-    peaks = [float(r[2].replace(",", "")) for r in rows]
+    peaks = [float(r.split("|")[3].replace(",", "")) for r in rows]
     assert peaks[-1] == pytest.approx(1e9 * 100 / 86_400 * capacity.PEAK, rel=1e-6)
-    assert {r[-1] for r in rows} <= {"Redis CPU", "Redis memory", "collector CPU"}
-    assert capacity.wire_bytes_per_report(100) > 10  # a report is never free on the wire
+    # hot metrics get more shards, so a slot stays near the measured flat depth
+    assert capacity.shards_for(1e6) == capacity.SHARDS and capacity.shards_for(1e9) == 256
+    assert capacity.depth_us(costs, 1.0) == 0.0 < capacity.depth_us(costs, 3800.0)
+    # state: about bucket + rest bytes per report while sparse, rest bytes when deep
+    assert capacity.state_bytes(costs, 100) == pytest.approx(100 * 48.4, rel=1e-2)
+    assert capacity.state_bytes(costs, 1e9) / 1e9 == pytest.approx(6.4, rel=1e-2)
+    # one token per report instead of per device-day: the issuer needs 100 times more
+    per_report = capacity.model_table(costs, tokens_per_device=0)
+    issuer = [float(t.splitlines()[-1].split("|")[5].replace(",", "")) for t in (per_report, text)]
+    assert issuer[0] == pytest.approx(100 * issuer[1], rel=1e-3)  # the table rounds to 0.1
+
+
+def test_fleet_sends_each_device_metric_once_in_either_shape() -> None:
+    import gzip
+
+    from benchmarks import fleet
+
+    names = fleet.metric_names("sim.m", 3)
+    tokens = [f"t{i}" for i in range(5)]
+    for batch in (0, 2):
+        seen = []
+        for request, size in fleet.device_batches("h", "k", names, 1, 7, 5, tokens, 0, batch):
+            body = orjson.loads(gzip.decompress(request.split(b"\r\n\r\n", 1)[1]))
+            assert len(body["metric"]) == size == len(set(body["report_id"]))
+            assert set(body["epoch"]) == {7}
+            seen += list(zip(body["metric"], body["token"], strict=True))
+        # every (device, metric) once, each device's reports with its one token
+        assert sorted(seen) == sorted((name, f"t{d}") for d in range(5) for name in names)
+
+
+@pytest.mark.slow
+def test_cluster_sim_counts_a_tiny_fleet_exactly_once(tmp_path: Path) -> None:
+    """The capacity harness end to end: 3 masters, the collector (2 workers), a fleet
+    in both shapes; every report accepted once, one script call per report of a device
+    batch, the costs read from the processes (no timing asserted)."""
+    from benchmarks.bench_cluster_sim import Sim
+
+    sim = Sim.start(tmp_path, 3, key_bits=1024)
+    try:
+        today = int(time.time() // 86400)
+        device = sim.run(3, 20, today)
+        relay = sim.run(3, 20, today - 1, batch=10, seed=1)
+    finally:
+        sim.stop()
+    assert device.reports == device.accepted == 60 and device.errors == 0
+    assert device.requests == 20 and device.script_calls == 60 and device.checks == 20
+    assert relay.reports == relay.accepted == 60 and relay.requests == 6
+    assert relay.script_calls <= 6 * 4  # one call per shard a batch of one metric touches
+    for run in (device, relay):
+        assert run.collector_cpu > 0 and run.state_bytes > 0 and run.tally_bytes > 0
+        assert run.bytes_sent > 0 and run.tokens == 20

@@ -1,0 +1,129 @@
+"""Costs the capacity model times alone, outside the simulated fleets.
+
+- ``verify_us``: one token check (OpenSSL RSASSA-PSS, no cache), CPU time;
+- ``sign_ms``: one blind signature of the issuer (``TokenKey.blind_sign``);
+- ``estimate_ms``: one estimate with intervals (``aggregator.estimate``);
+- ``slot_profile``: one per-report state hash filled to several depths (rests
+  per bucket) on a private redis-server: its bytes per bucket (``MEMORY USAGE``)
+  and the Redis CPU and append-only bytes of a one-report ingest script call.
+
+>>> DEPTHS[0], DEPTHS[-1] * 65_536
+(1, 249036800)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import redis
+
+from collector.store.schema import INGEST_LUA
+from collector.token_crypto import TokenKey, Verifier
+from ldp_server.redis_server import RedisServer
+
+__all__ = ["DEPTHS", "Slot", "estimate_ms", "sign_ms", "slot_profile", "verify_us"]
+
+DEPTHS = (1, 8, 38, 380, 3800)  # spent tokens per bucket: n per slot = depth * 65,536
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot filled to ``depth`` rests per bucket: its memory and one script call's cost."""
+
+    depth: int
+    bytes_per_bucket: float
+    redis_us_per_call: float
+    aof_bytes_per_call: float
+
+
+def verify_us(bits: int = 2048, count: int = 300) -> float:
+    """CPU us per token check (OpenSSL), median of 3 rounds."""
+    from benchmarks.fleet import mint_tokens
+    from ldp_core.tokens import unit_digest
+
+    key = TokenKey.generate(bits)
+    tokens = mint_tokens(key.to_pem(), [("day", 1)] * count, processes=1)
+    verifier = Verifier([key.public], cache_size=0)
+    units = [unit_digest("day", 1)]
+    rounds = []
+    for _ in range(3):
+        start = time.process_time()
+        assert all(verifier.check(t, units) for t in tokens)
+        rounds.append((time.process_time() - start) / count)
+    return 1e6 * statistics.median(rounds)
+
+
+def sign_ms(count: int = 20) -> float:
+    """Issuer CPU ms per blind signature (``TokenKey.blind_sign``, 2048 bits)."""
+    from ldp_core import tokens
+
+    key = TokenKey.generate(2048)
+    blinded = [tokens.prepare(key.public, "day", 1).blinded for _ in range(count)]
+    start = time.process_time()
+    for b in blinded:
+        key.blind_sign(b)
+    return 1e3 * (time.process_time() - start) / count
+
+
+def estimate_ms() -> float:
+    """Aggregator ms per estimate with intervals (GRR d = 64, n = 10^6 reports)."""
+    from aggregator import estimate
+    from ldp_core import mechanism
+    from ldp_core.simulate import tallies
+
+    m = mechanism("grr", epsilon=1.0, domain_size=64)
+    t, n = tallies(m, np.random.default_rng(0).integers(0, 64, 10**6), seed=0)
+    start = time.perf_counter()
+    for _ in range(20):
+        estimate(m, t, n, confidence=0.95)
+    return 1e3 * (time.perf_counter() - start) / 20
+
+
+def slot_profile(depths: Sequence[int] = DEPTHS, buckets: int = 2048,
+                 calls: int = 2000) -> list[Slot]:
+    """Fill ``buckets`` buckets of one state hash with ``depth`` rests each, then
+    time ``calls`` one-report script calls into those buckets (the collector's
+    INGEST_LUA, pipelined; Redis with append-only everysec, as deployed)."""
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        server = RedisServer.start(folder)
+        try:
+            client = redis.Redis(port=server.port)
+            sha = client.script_load(INGEST_LUA)
+            for depth in depths:
+                client.flushall()
+                pipe = client.pipeline(transaction=False)
+                for i in range(buckets):
+                    pipe.hset("s:{x}:d", i.to_bytes(2, "big"), os.urandom(6 * depth))
+                pipe.execute()
+                size = int(client.memory_usage("s:{x}:d", samples=0) or 0)
+                cpu0, aof0 = _cpu(client), _aof(client)
+                pipe = client.pipeline(transaction=False)
+                for i in range(calls):
+                    record = (i % buckets).to_bytes(2, "big") + os.urandom(6)
+                    pipe.evalsha(sha, 2, "s:{x}:t", "s:{x}:d", 2**40, 1, record, "0;", "0:1",
+                                 2**40)
+                    if i % 100 == 99:
+                        pipe.execute()
+                pipe.execute()
+                out.append(Slot(depth, size / buckets, 1e6 * (_cpu(client) - cpu0) / calls,
+                                (_aof(client) - aof0) / calls))
+            client.close()
+        finally:
+            server.stop()
+    return out
+
+
+def _cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _aof(client: redis.Redis) -> int:
+    return int(client.info("persistence").get("aof_current_size", 0))
