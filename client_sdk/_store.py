@@ -18,9 +18,9 @@ Tables (nothing in them is a true value, an IP address or a device id):
 - ``stock``: report tokens (``client_sdk._tokens``), one per install key and
   unit (epoch length ``period``, epoch): asked for (nonce, blinded message and
   unblinding factor, ``token`` NULL) or in stock (``token`` set).  A stock
-  token is copied into every spool row of its unit, whatever the metric, in
-  one transaction; it stays in the stock until its epoch is over and no report
-  waits for it.
+  token is copied into one spool row per metric version of its unit (``given``
+  lists them, "name:version,..."), in one transaction; it stays in the stock
+  until its epoch is over and no report waits for it.
 
 A spool row is sent only once it holds a token (``token`` <> ''); ``install``
 is the per-install key (derived from the device secret) that asks for it,
@@ -353,28 +353,38 @@ def discard(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> i
     """Delete the spooled reports ``where`` selects (inside a transaction); returns how many.
 
     A report that never left the device (never leased for a delivery attempt,
-    ``lease_pid = 0``) gives its epsilon back to its (name, epoch): nobody saw
-    it, so the unit was not spent.  Its token is one of its epoch, shared with
-    the device's other reports of that epoch: it goes back to the stock only if
-    it is unused (no other report holds it) and the stock has none for the
-    epoch (it normally still has it: a stock token stays while its epoch can
-    get reports).  A report that may have been sent keeps its charge.  The
+    ``lease_pid = 0``) gives its epsilon back to its (name, epoch) and its
+    metric version's use of its token (``stock.given``): nobody saw it, so
+    neither was spent.  The token itself is one of its epoch, shared with the
+    device's other reports of that epoch: it goes back to the stock only if it
+    is unused (no other report holds it) and the stock has none for the epoch
+    (it normally still has it: a stock token stays while its epoch can get
+    reports).  A report that may have been sent keeps both.  The
     lifetime charge of a memoised value is never given back: its permanent
     response stays drawn.
     """
     rows = conn.execute(
-        f"SELECT seq, metric, epoch, charge, lease_pid, token, install, period"  # noqa: S608
+        f"SELECT metric, version, epoch, charge, lease_pid, token, install, period"  # noqa: S608
         f" FROM spool WHERE {where}", params).fetchall()
     conn.execute(f"DELETE FROM spool WHERE {where}", params)  # noqa: S608
-    for _seq, metric, epoch, charge, lease_pid, token, install, period in rows:
+    for metric, version, epoch, charge, lease_pid, token, install, period in rows:
         if lease_pid:
             continue
         _refund(conn, metric, epoch, charge)
-        if token and period in ("hour", "day") and conn.execute(
-                "SELECT 1 FROM spool WHERE token = ? LIMIT 1", (token,)).fetchone() is None:
+        if not token or period not in ("hour", "day"):
+            continue
+        unit = (install, period, epoch)
+        found = conn.execute("SELECT given FROM stock WHERE install = ? AND period = ? AND"
+                             " epoch = ? AND token = ?", (*unit, token)).fetchone()
+        if found is not None:
+            left = set(found[0].split(",")) - {"", f"{metric}:{version}"}
+            conn.execute("UPDATE stock SET given = ? WHERE install = ? AND period = ? AND"
+                         " epoch = ?", (",".join(sorted(left)), *unit))
+        elif conn.execute("SELECT 1 FROM spool WHERE token = ? LIMIT 1", (token,)).fetchone() \
+                is None:
             conn.execute(
                 "INSERT OR IGNORE INTO stock (install, period, epoch, nonce, blinded, inv, token)"
-                " VALUES (?, ?, ?, '', '', '', ?)", (install, period, epoch, token))
+                " VALUES (?, ?, ?, '', '', '', ?)", (*unit, token))
     return len(rows)
 
 
