@@ -87,9 +87,10 @@ export class IndexedDbStore implements Store {
     await done(t);
   }
 
-  async assign(rows: Row[], dead: string[]): Promise<void> {
+  async assign(rows: Row[], dead: string[], put: TokenEntry[]): Promise<void> {
     const t = this.#tx(["rows", "tokens"], "readwrite");
     for (const row of rows) t.objectStore("rows").put(row);
+    for (const e of put) t.objectStore("tokens").put(e, entryKey(e));
     for (const k of dead) t.objectStore("tokens").delete(k);
     await done(t);
   }

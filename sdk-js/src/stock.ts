@@ -6,9 +6,10 @@
  *
  * 1. gives each waiting report the stock token of its unit (the store writes
  *    the token into the report, so a retry resends the same token and the
- *    collector answers ``duplicate``); one token goes on the reports of every
- *    metric of that period and epoch (the collector spends it once per metric)
- *    and stays in the stock while its epoch can still get reports;
+ *    collector answers ``duplicate``); one token goes on one report of each
+ *    metric version of that period and epoch (the collector spends it once per
+ *    metric; a second report of a metric version is dropped as ``token_limit``
+ *    before it leaves) and stays in the stock while its epoch can get reports;
  * 2. for units still without one, asks the issuer (``POST /v1/tokens``,
  *    ``LDP-Install-Key`` = base64url(HMAC-SHA256(secret, "ldp-install-key-v1"))),
  *    and also for the next epoch of each such period, so a report's token is
@@ -46,6 +47,8 @@ export interface TokenEntry {
   /** hex of r^-1 mod n; never leaves the device. */
   inv: string;
   token: string | null;
+  /** "name:version" of each metric version whose report holds the token (one each). */
+  given?: string[];
 }
 
 export interface Answer { status: number; body: string; retryAfter: string | null }
@@ -117,16 +120,26 @@ export class TokenStock {
   async ready(waiting: Row[]): Promise<Map<string, Row[]>> {
     this.failed = null;
     this.progress = false;
-    const missing = await this.#assign(waiting);
+    const again: Row[] = [];
+    const out = await this.#ready(waiting, again);
+    const live = new Set(out.get("token_limit") ?? []);
+    const extra = again.filter((r) => !live.has(r));
+    if (extra.length) out.set("token_limit", [...live, ...extra]);
+    return out;
+  }
+
+  async #ready(waiting: Row[], again: Row[]): Promise<Map<string, Row[]>> {
+    const missing = await this.#assign(waiting, again);
     if (!missing.size) return new Map();
+    const dropped = new Set(again);
     try {
-      return await this.#fetch(missing, waiting);
+      return await this.#fetch(missing, waiting.filter((r) => !dropped.has(r)));
     } catch (e) {
-      if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token)]]);
+      if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token && !dropped.has(r))]]);
       this.failed = e instanceof Busy ? e.answer : (e as Error);
       return new Map();
     } finally {
-      await this.#assign(waiting);
+      await this.#assign(waiting.filter((r) => !dropped.has(r)), again);
     }
   }
 
@@ -134,9 +147,11 @@ export class TokenStock {
     return row.period ?? this.periodOf(row.metric);
   }
 
-  /** Copy stock tokens into waiting rows, delete dead stock; the units still without one, oldest row first. */
-  async #assign(waiting: Row[]): Promise<Map<string, [string, number]>> {
+  /** Copy stock tokens into waiting rows (one per metric version; a second goes to
+   * ``again``), delete dead stock; the units still without one, oldest row first. */
+  async #assign(waiting: Row[], again: Row[]): Promise<Map<string, [string, number]>> {
     const moves: Row[] = [];
+    const changed = new Map<string, TokenEntry>();
     const missing = new Map<string, [string, number]>();
     const needed = new Set<string>();
     for (const row of waiting) {
@@ -144,20 +159,27 @@ export class TokenStock {
       const period = this.#period(row);
       if (period === null) continue;   // its metric unknown yet: it waits
       const u = unitOf(period, row.epoch);
-      const entry = this.entries.get(u);
-      if (entry?.token) {
-        row.token = entry.token;
-        row.period = period;
-        moves.push(row);
-      } else {
+      const entry = changed.get(u) ?? this.entries.get(u);
+      if (!entry?.token) {
         missing.set(u, [period, row.epoch]);
         needed.add(u);
+        continue;
       }
+      const use = `${row.metric}:${row.version}`;
+      if (entry.given?.includes(use)) {
+        if (!again.includes(row)) again.push(row);
+        continue;
+      }
+      changed.set(u, { ...entry, given: [...entry.given ?? [], use] });
+      row.token = entry.token;
+      row.period = period;
+      moves.push(row);
     }
     const dead = [...this.entries.values()].filter((t) => !needed.has(unitOf(t.period, t.epoch))
       && t.epoch < (this.firstEpoch(t.period) ?? -Infinity));
     if (moves.length || dead.length) {
-      await this.store.assign(moves, dead.map(entryKey));
+      await this.store.assign(moves, dead.map(entryKey), [...changed.values()]);
+      for (const t of changed.values()) this.entries.set(entryKey(t), t);
       for (const t of dead) this.entries.delete(entryKey(t));
     }
     return missing;

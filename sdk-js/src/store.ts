@@ -32,8 +32,9 @@ export interface Store {
   remove(reportIds: string[]): Promise<void> | void;
   /** Forget reports that never left the device and write the refunds of their charges. */
   drop(reportIds: string[], refunds: Charge[]): Promise<void> | void;
-  /** Rows now holding their epoch's stock token (it stays in the stock); ``dead`` stock keys go. */
-  assign(rows: Row[], dead: string[]): Promise<void> | void;
+  /** Rows now holding their epoch's stock token (it stays in the stock, ``put`` with the
+   * metric versions it was given to); ``dead`` stock keys go. */
+  assign(rows: Row[], dead: string[], put: TokenEntry[]): Promise<void> | void;
   /** Add or replace token entries, delete others (by entry key). */
   saveTokens(put: TokenEntry[], del: string[]): Promise<void> | void;
   saveCatalog(specs: Spec[]): Promise<void> | void;
