@@ -47,11 +47,11 @@ So is a token issuer key that the app has not pinned (``issuer_keys``,
 The ledger charges the mechanism's declared epsilon (an upper bound on the
 epsilon its integer thresholds implement), and sums are rounded up.  A unit
 is per metric *name*: a new version of a spec shares the budget of its name.
-``budgets={"m": 2.0}`` allows two reports per epoch locally, but the token
-issuer gives one token per (install, metric, version, epoch), so the second
-is dropped as ``token_limit`` -- raise budgets only with an issuer configured
-for it.  For memoised metrics the lifetime ledger charges ``epsilon_inf`` once
-per permanent response drawn (per distinct value and mechanism fingerprint,
+``budgets={"m": 2.0}`` allows two reports per epoch locally, but a token
+(one per install and epoch) goes on one report per metric version of its
+epoch, so the second is dropped as ``token_limit`` before it leaves.  For
+memoised metrics the lifetime ledger charges ``epsilon_inf`` once per
+permanent response drawn (per distinct value and mechanism fingerprint,
 keyed by an HMAC); ``lifetime_budgets`` caps the sum per name, and an opt-out
 does not reset it.
 

@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS stock (
     blinded TEXT NOT NULL,
     inv TEXT NOT NULL,
     token TEXT,
+    given TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (install, period, epoch)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS budget (

@@ -18,9 +18,9 @@ Tables (nothing in them is a true value, an IP address or a device id):
 - ``stock``: report tokens (``client_sdk._tokens``), one per install key and
   unit (epoch length ``period``, epoch): asked for (nonce, blinded message and
   unblinding factor, ``token`` NULL) or in stock (``token`` set).  A stock
-  token is copied into every spool row of its unit, whatever the metric, in
-  one transaction; it stays in the stock until its epoch is over and no report
-  waits for it.
+  token is copied into one spool row per metric version of its unit (``given``
+  lists them, "name:version,..."), in one transaction; it stays in the stock
+  until its epoch is over and no report waits for it.
 
 A spool row is sent only once it holds a token (``token`` <> ''); ``install``
 is the per-install key (derived from the device secret) that asks for it,
@@ -44,7 +44,6 @@ sqlite has had it since 2018.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sqlite3
 import stat
@@ -52,10 +51,10 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from client_sdk._discard import discard, refund
 from client_sdk._errors import StateError
 from client_sdk._schema import upgrade
 
@@ -222,7 +221,7 @@ class Store:
         failed); best effort: if the file cannot be written they stay charged."""
         with contextlib.suppress(sqlite3.Error, OSError), self.transaction() as conn:
             for row in rows:
-                _refund(conn, row.metric, row.epoch, row.charge)
+                refund(conn, row.metric, row.epoch, row.charge)
 
     # -- delivering ------------------------------------------------------------------
 
@@ -347,52 +346,6 @@ def _tighten(db: Path) -> None:
                 os.chmod(f"{db}{suffix}", 0o600)
     except OSError as exc:
         raise StateError(f"cannot secure {db}: {exc}") from None
-
-
-def discard(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
-    """Delete the spooled reports ``where`` selects (inside a transaction); returns how many.
-
-    A report that never left the device (never leased for a delivery attempt,
-    ``lease_pid = 0``) gives its epsilon back to its (name, epoch): nobody saw
-    it, so the unit was not spent.  Its token is one of its epoch, shared with
-    the device's other reports of that epoch: it goes back to the stock only if
-    it is unused (no other report holds it) and the stock has none for the
-    epoch (it normally still has it: a stock token stays while its epoch can
-    get reports).  A report that may have been sent keeps its charge.  The
-    lifetime charge of a memoised value is never given back: its permanent
-    response stays drawn.
-    """
-    rows = conn.execute(
-        f"SELECT seq, metric, epoch, charge, lease_pid, token, install, period"  # noqa: S608
-        f" FROM spool WHERE {where}", params).fetchall()
-    conn.execute(f"DELETE FROM spool WHERE {where}", params)  # noqa: S608
-    for _seq, metric, epoch, charge, lease_pid, token, install, period in rows:
-        if lease_pid:
-            continue
-        _refund(conn, metric, epoch, charge)
-        if token and period in ("hour", "day") and conn.execute(
-                "SELECT 1 FROM spool WHERE token = ? LIMIT 1", (token,)).fetchone() is None:
-            conn.execute(
-                "INSERT OR IGNORE INTO stock (install, period, epoch, nonce, blinded, inv, token)"
-                " VALUES (?, ?, ?, '', '', '', ?)", (install, period, epoch, token))
-    return len(rows)
-
-
-def _refund(conn: sqlite3.Connection, metric: str, epoch: int, charge: float) -> None:
-    """One report's epsilon off its (name, epoch), rounded outward (never below the
-    exact sum of the charges that remain)."""
-    found = conn.execute("SELECT spent, reports FROM budget WHERE metric = ? AND epoch = ?",
-                         (metric, epoch)).fetchone()
-    if found is None:
-        return
-    spent, reports = float(found[0]), int(found[1])
-    exact = Fraction(spent) - Fraction(charge)
-    left = float(exact)
-    if Fraction(left) < exact:
-        left = math.nextafter(left, math.inf)
-    left = 0.0 if reports <= 1 else max(0.0, left)
-    conn.execute("UPDATE budget SET spent = ?, reports = ? WHERE metric = ? AND epoch = ?",
-                 (left, max(reports - 1, 0), metric, epoch))
 
 
 def _values(row: Row) -> tuple[object, ...]:

@@ -149,41 +149,51 @@ class TokenManager:
         self.progress = False
         #: The install key of rows spooled by an older SDK (no install column then).
         self.default_install: str | None = None
+        self._dropped: Counter[str] = Counter()
 
     def ready(self, timeout: float) -> Counter[str]:
         """Tokens onto waiting reports, fetching missing ones; returns reports dropped
-        by code (units the issuer refused for good)."""
+        by code (units the issuer refused for good; a second report of one metric
+        version in an epoch, ``token_limit``)."""
         with self._lock:
             self.failed = self.progress = False
             self.failed_answer = None
-            dropped: Counter[str] = Counter()
-            if not self._assign():
-                return dropped
+            self._dropped = Counter()
             try:
-                dropped = self._fetch(timeout)
-            except UnpinnedKey as exc:
-                self.unpinned += 1
-                self.failed = True  # reports wait; the key is fetched again with backoff
-                if exc.key_id not in self._logged_keys:
-                    self._logged_keys.add(exc.key_id)
-                    log.error("token issuer at %s serves key %s, which this app has not"
-                              " pinned (issuer_keys) -- configuration error; no token is asked"
-                              " or spent with it and reports are kept", self.url, exc.key_id)
-                return dropped
-            except _Refused as exc:
-                log.warning("token issuer refused the request: %s (waiting reports dropped)",
-                            exc.code)
-                with self.store.transaction() as conn:
-                    gone = discard(conn, "token = ''", ())
-                self.store.remove([])
-                return Counter({exc.code: gone})
-            except (OSError, ValueError, TokenError, KeyError, TypeError) as exc:
-                log.info("tokens not fetched (%s: %s)", type(exc).__name__, exc)
-                self.failed = True  # the sender backs off (``Pipeline._retry``)
-                self.failed_answer = exc.answer if isinstance(exc, _Busy) else None
-                return dropped
-            self._assign()
+                return self._ready(timeout) + self._dropped
+            finally:
+                if self._dropped:
+                    self.store.remove([])  # recount after the deletes
+
+    def _ready(self, timeout: float) -> Counter[str]:
+        dropped: Counter[str] = Counter()
+        if not self._assign():
             return dropped
+        try:
+            dropped = self._fetch(timeout)
+        except UnpinnedKey as exc:
+            self.unpinned += 1
+            self.failed = True  # reports wait; the key is fetched again with backoff
+            if exc.key_id not in self._logged_keys:
+                self._logged_keys.add(exc.key_id)
+                log.error("token issuer at %s serves key %s, which this app has not"
+                          " pinned (issuer_keys) -- configuration error; no token is asked"
+                          " or spent with it and reports are kept", self.url, exc.key_id)
+            return dropped
+        except _Refused as exc:
+            log.warning("token issuer refused the request: %s (waiting reports dropped)",
+                        exc.code)
+            with self.store.transaction() as conn:
+                gone = discard(conn, "token = ''", ())
+            self.store.remove([])
+            return Counter({exc.code: gone})
+        except (OSError, ValueError, TokenError, KeyError, TypeError) as exc:
+            log.info("tokens not fetched (%s: %s)", type(exc).__name__, exc)
+            self.failed = True  # the sender backs off (``Pipeline._retry``)
+            self.failed_answer = exc.answer if isinstance(exc, _Busy) else None
+            return dropped
+        self._assign()
+        return dropped
 
     # -- the store side ------------------------------------------------------------------
 
@@ -203,22 +213,38 @@ class TokenManager:
                     " spool.period = stock.period AND spool.epoch = stock.epoch)",
                     (period, int(now // seconds)))
             waiting = conn.execute(
-                "SELECT install, period, epoch FROM spool WHERE token = '' AND period IN"
-                " ('hour', 'day') GROUP BY install, period, epoch ORDER BY MIN(seq)").fetchall()
+                "SELECT seq, install, period, epoch, metric, version FROM spool WHERE token = ''"
+                " AND period IN ('hour', 'day') ORDER BY seq").fetchall()
             if not waiting:
                 return []
-            stock: dict[Unit, str] = {
-                (i, p, e): t for i, p, e, t in conn.execute(
-                    "SELECT install, period, epoch, token FROM stock WHERE token IS NOT NULL")}
-            missing: list[Unit] = []
-            for install, period, epoch in waiting:
+            stock: dict[Unit, tuple[str, set[str]]] = {
+                (i, p, e): (t, set(g.split(",")) - {""}) for i, p, e, t, g in conn.execute(
+                    "SELECT install, period, epoch, token, given FROM stock"
+                    " WHERE token IS NOT NULL")}
+            missing: dict[Unit, None] = {}
+            given: list[tuple[str, int]] = []
+            again: list[int] = []
+            changed: set[Unit] = set()
+            for seq, install, period, epoch, metric, version in waiting:
                 unit: Unit = (install, period, epoch)
-                if unit in stock:
-                    conn.execute("UPDATE spool SET token = ? WHERE token = '' AND install = ?"
-                                 " AND period = ? AND epoch = ?", (stock[unit], *unit))
-                else:
-                    missing.append(unit)
-        return missing
+                if unit not in stock:
+                    missing[unit] = None
+                    continue
+                token, spent = stock[unit]
+                if f"{metric}:{version}" in spent:
+                    again.append(seq)   # the token is this metric's already: one report each
+                    continue
+                spent.add(f"{metric}:{version}")
+                changed.add(unit)
+                given.append((token, seq))
+            conn.executemany("UPDATE spool SET token = ? WHERE seq = ?", given)
+            conn.executemany("UPDATE stock SET given = ? WHERE install = ? AND period = ? AND"
+                             " epoch = ?", [(",".join(sorted(stock[u][1])), *u) for u in changed])
+            for lo in range(0, len(again), 500):
+                chunk = again[lo:lo + 500]
+                marks = ",".join("?" * len(chunk))
+                self._dropped["token_limit"] += discard(conn, f"seq IN ({marks})", chunk)
+        return list(missing)
 
     def _name_periods(self, conn: sqlite3.Connection) -> None:
         """The period of waiting rows spooled by an older SDK, from the catalog."""

@@ -94,7 +94,7 @@ class Settings(ServerSettings):
     token_ahead_hours: int = Field(default=48, ge=0, le=24 * 366)
     """How far ahead devices may get report tokens."""
     token_units_per_request: int = Field(default=256, ge=1, le=4096)
-    """Most (metric, epoch) units one token request may ask for."""
+    """Most (period, epoch) units one token request may ask for."""
 
     def check(self) -> None:
         if self.server_secret is not None:

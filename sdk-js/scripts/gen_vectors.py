@@ -224,25 +224,24 @@ def drbg_cases() -> dict[str, Any]:
 
 
 def token_cases() -> dict[str, Any]:
-    """RFC 9474 A.3 as published, plus tokens of our units under its key for fixed
-    nonce, salt and inverse (the blind signature is blinded^d mod n, the RFC's d)."""
+    """RFC 9474 A.3 as published, plus tokens of our units (period, epoch: unit digest
+    v2) under its key for fixed nonce, salt and inverse (the blind signature is
+    blinded^d mod n, the RFC's d)."""
     rfc = json.loads(RFC9474_A3.read_text())
     n, e, d = (int(rfc[x], 16) for x in ("n", "e", "d"))
     key = blind_rsa.PublicKey(n, e)
     cases = []
-    for i, (metric, version, epoch) in enumerate((("browser", 1, 20421), ("\u00fc.metric", 3, 0),
-                                                  ("js.plan", 12, 492011))):
+    for i, (period, epoch) in enumerate((("day", 20423), ("hour", 490152), ("day", 0))):
         nonce = seed("nonce", i)
         salt = hashlib.sha384(f"salt|{i}".encode()).digest()
         r = int.from_bytes(hashlib.sha512(f"r|{i}".encode()).digest() * 8, "big") % n
         inv = pow(r, -1, n)
-        msg = blind_rsa.token_input(nonce, blind_rsa.unit_digest(metric, version, epoch),
-                                    key.key_id)
+        msg = blind_rsa.token_input(nonce, blind_rsa.unit_digest(period, epoch), key.key_id)
         blinded, _ = blind_rsa.blind(key, msg, salt=salt, inv=inv)
         blind_sig = pow(int.from_bytes(blinded, "big"), d, n).to_bytes(key.modulus_bytes, "big")
-        pending = blind_rsa.PendingToken(metric, version, epoch, nonce, blinded, inv)
-        cases.append({"metric": metric, "version": version, "epoch": epoch,
-                      "unit_digest": blind_rsa.unit_digest(metric, version, epoch).hex(),
+        pending = blind_rsa.PendingToken(period, epoch, nonce, blinded, inv)
+        cases.append({"period": period, "epoch": epoch,
+                      "unit_digest": blind_rsa.unit_digest(period, epoch).hex(),
                       "nonce": nonce.hex(), "salt": salt.hex(), "inv": format(inv, "x"),
                       "token_input": msg.hex(), "blinded": blinded.hex(),
                       "blind_sig": blind_sig.hex(),

@@ -1,6 +1,6 @@
 /**
  * Browsers: an IndexedDB store (one transaction holds a charge and its report,
- * or a report and the stock token it takes; "strict" durability where
+ * or reports and the stock token they take; "strict" durability where
  * supported) and delivery on page hide with fetch keepalive.
  *
  * @example
@@ -87,9 +87,10 @@ export class IndexedDbStore implements Store {
     await done(t);
   }
 
-  async assign(moves: { row: Row; stock: string }[], dead: string[]): Promise<void> {
+  async assign(rows: Row[], dead: string[], put: TokenEntry[]): Promise<void> {
     const t = this.#tx(["rows", "tokens"], "readwrite");
-    for (const { row, stock } of moves) { t.objectStore("rows").put(row); t.objectStore("tokens").delete(stock); }
+    for (const row of rows) t.objectStore("rows").put(row);
+    for (const e of put) t.objectStore("tokens").put(e, entryKey(e));
     for (const k of dead) t.objectStore("tokens").delete(k);
     await done(t);
   }

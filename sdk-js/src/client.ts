@@ -26,7 +26,7 @@ import { buildMechanism, FormNotLoaded, isTwoLevel, type Mechanism, type Spec, t
 import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
 import { hmacSha256, toHex, utf8 } from "./sha256.js";
-import { entryKey, problemCode, TokenStock, type Answer } from "./stock.js";
+import { entryKey, isEntry, problemCode, TokenStock, type Answer } from "./stock.js";
 import { ConfigError, issuerPins } from "./pins.js";
 import { MemoryStore, type Store } from "./store.js";
 import { b64url } from "./tokens.js";
@@ -141,10 +141,8 @@ export class Client {
     // [x].flat(): a lone string or object in issuer_keys is checked as one (bad) pin.
     this.#pins = issuerPins([...opts.issuerKeys ?? [], ...[bundle(opts).issuer_keys ?? []].flat()]);
     this.#stock = new TokenStock(this.#store, (m, p, b, h) => this.#call(m, p, b, h), () => this.#install,
-      this.#o.tokensAhead, (metric) => {
-        const high = this.#ledger.state.high[metric], k = this.#specs.get(metric);
-        return high === undefined || !k ? null : Math.floor(high / (PERIOD[k.spec.epoch] ?? 86400));
-      }, (id) => this.#allowKey(id));
+      this.#o.tokensAhead, (period) => Math.floor(this.#o.clock() / ((PERIOD as Record<string, number>)[period] ?? 86400)),
+      (id) => this.#allowKey(id), (metric) => this.#specs.get(metric)?.spec.epoch ?? null);
   }
 
   /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
@@ -158,7 +156,10 @@ export class Client {
     // A row spooled by an SDK without blind tokens holds a 64-hex HMAC token the
     // collector refuses: it waits for a real token like a new report.
     c.#pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
-    for (const t of loaded.tokens) c.#stock.entries.set(entryKey(t), t);
+    // Stock of per-metric (version-1) tokens is void: waiting rows ask for their epoch's.
+    const legacy = loaded.tokens.filter((t) => !isEntry(t)) as unknown as Record<string, unknown>[];
+    for (const t of loaded.tokens) if (isEntry(t)) c.#stock.entries.set(entryKey(t), t);
+    if (legacy.length) await c.#store.saveTokens([], legacy.map((t) => `${t.metric}|${t.version}|${t.epoch}|${t.nonce}`));
     c.#learn(bundle(opts).metrics ?? [], false);
     if (loaded.catalog) c.#learn(loaded.catalog, false);
     if (c.#store.snapshot) await c.#store.snapshot(c.#ledger.state, c.#pending, [...c.#stock.entries.values()]);
@@ -311,7 +312,7 @@ export class Client {
     const report = two ? m.instant(m.permanent(inp.x as number, this.#secret, k.context), this.#rng) : m.perturb(inp.x, this.#rng);
     const row: Row = {
       reportId: toHex(this.#rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
-      token: "", payload: m.encode(report), charge: m.epsilon,
+      token: "", payload: m.encode(report), charge: m.epsilon, period: s.epoch,
     };
     try {
       await this.#store.commit(charge, row);

@@ -5,8 +5,9 @@
  * answered for it.  The folder is private (0700, files 0600); the secret is 32
  * CSPRNG bytes written once.  Journal lines: {"c":charge,"r":row} (a record),
  * {"d":[ids],"u":[refunds]} (answered, or dropped before leaving with the
- * refund of their charges), {"a":[rows],"x":[keys]} (rows given a stock
- * token, the token leaving the stock), {"t":[tokens],"x":[keys]} (token stock
+ * refund of their charges), {"a":[rows],"t":[tokens],"x":[keys]} (rows given
+ * their epoch's stock token, the token's uses; dead stock deleted),
+ * {"t":[tokens],"x":[keys]} (token stock
  * changes), {"o":1} (opt-out: spool and stock purged), {"s":ledger} (a
  * compaction snapshot); a torn last line (a crash mid-append) is ignored: that
  * record never answered "queued".  ``opted_out`` marks an opt-out.
@@ -109,8 +110,8 @@ export class FileStore implements Store {
     this.append({ d: reportIds, u: refunds });
   }
 
-  assign(moves: { row: Row; stock: string }[], dead: string[]): void {
-    this.append({ a: moves.map((m) => m.row), x: [...moves.map((m) => m.stock), ...dead] });
+  assign(rows: Row[], dead: string[], put: TokenEntry[]): void {
+    this.append({ a: rows, t: put, x: dead });
   }
 
   saveTokens(put: TokenEntry[], del: string[]): void {

@@ -1,18 +1,24 @@
 /**
  * The device's token stock, as ``client_sdk._tokens.TokenManager``: a spooled
- * report is sent only with a blind-signed token of its unit (metric, version,
- * epoch).  ``ready(waiting)``, called by the Client before each batch:
+ * report is sent only with a blind-signed token of its unit, an epoch of one
+ * length (its metric's period "hour" | "day", and its epoch).  ``ready(waiting)``,
+ * called by the Client before each batch:
  *
- * 1. gives each waiting report a stock token of its unit (the store moves the
- *    token into the report and out of the stock in one step, so a retry
- *    resends the same token and the collector answers ``duplicate``);
+ * 1. gives each waiting report the stock token of its unit (the store writes
+ *    the token into the report, so a retry resends the same token and the
+ *    collector answers ``duplicate``); one token goes on one report of each
+ *    metric version of that period and epoch (the collector spends it once per
+ *    metric; a second report of a metric version is dropped as ``token_limit``
+ *    before it leaves) and stays in the stock while its epoch can get reports;
  * 2. for units still without one, asks the issuer (``POST /v1/tokens``,
  *    ``LDP-Install-Key`` = base64url(HMAC-SHA256(secret, "ldp-install-key-v1"))),
- *    and also for the next epoch of each such metric, so a report's token is
+ *    and also for the next epoch of each such period, so a report's token is
  *    usually fetched an epoch before it is spent and offline epochs have one;
  * 3. stores each blinded request (nonce, blinded message, inverse) *before*
  *    sending it: a lost answer is asked again with the same blinded message,
- *    which the issuer signs again (a new one would be ``token_limit``).
+ *    which the issuer signs again (a new one would be ``token_limit``);
+ * 4. deletes stock of epochs before ``firstEpoch(period)`` (the clock's epoch:
+ *    no new report can have an earlier one) once no report waits for it.
  *
  * The issuer's key is used only if ``allow(keyId)`` (the app's pins, ``pins.ts``):
  * otherwise no token is asked or spent with it, the reports wait and the key is
@@ -32,8 +38,7 @@ import type { Row } from "./wire.js";
 
 /** One token asked for (``token`` null: the answer has not come) or in stock. */
 export interface TokenEntry {
-  metric: string;
-  version: number;
+  period: string;
   epoch: number;
   /** hex; never leaves the device until spent (inside the token). */
   nonce: string;
@@ -42,19 +47,25 @@ export interface TokenEntry {
   /** hex of r^-1 mod n; never leaves the device. */
   inv: string;
   token: string | null;
+  /** "name:version" of each metric version whose report holds the token (one each). */
+  given?: string[];
 }
 
 export interface Answer { status: number; body: string; retryAfter: string | null }
 export type Http = (method: string, path: string, body?: string, headers?: Record<string, string>) => Promise<Answer>;
 
 /** Per-unit refusals of the issuer that are final: the unit's waiting reports are dropped. */
-export const FINAL = new Set(["token_limit", "epoch_expired", "epoch_in_future", "unknown_metric",
-  "unknown_version", "bad_unit", "bad_blinded"]);
+export const FINAL = new Set(["token_limit", "epoch_expired", "epoch_in_future", "bad_unit",
+  "bad_blinded", "unit_retired"]);
 /** Units asked in one ``POST /v1/tokens`` (the collector's default limit). */
 export const MAX_UNITS = 256;
 
-export const entryKey = (t: TokenEntry): string => `${t.metric}|${t.version}|${t.epoch}|${t.nonce}`;
-const unitOf = (m: string, v: number, e: number): string => JSON.stringify([m, v, e]);
+/** The store key of an entry: one per unit. */
+export const entryKey = (t: { period: string; epoch: number }): string => `${t.period}|${t.epoch}`;
+/** Whether a stored entry is of this protocol (version-1 entries held metric and version). */
+export const isEntry = (t: unknown): t is TokenEntry =>
+  typeof (t as TokenEntry)?.period === "string" && Number.isSafeInteger((t as TokenEntry)?.epoch);
+const unitOf = (p: string, e: number): string => `${p}|${e}`;
 
 /** A retryable answer (408, 425, 429, 5xx) or a refused key (401/403: kept, retried). */
 export class Busy extends Error {
@@ -95,55 +106,80 @@ export class TokenStock {
     private readonly store: Store,
     private readonly http: Http,
     private readonly install: () => string,
-    /** Also ask for the next epoch of each metric. */
+    /** Also ask for the next epoch of each period. */
     private readonly ahead = true,
-    /** The first epoch a new report of ``metric`` can have (older stock is dead), or null. */
-    private readonly firstEpoch: (metric: string) => number | null = () => null,
+    /** The first epoch a new report of ``period`` can have (older stock is dead). */
+    private readonly firstEpoch: (period: string) => number | null = () => null,
     /** Whether the issuer key with this id (hex) may be used (pinned, or no pin). */
     private readonly allow: (keyId: string) => boolean = () => true,
+    /** The period of a row spooled without one (an older SDK): its metric's, or null. */
+    private readonly periodOf: (metric: string) => string | null = () => null,
   ) {}
 
   /** Stock tokens onto ``waiting`` rows (token ""), fetching missing ones; rows to drop by code. */
   async ready(waiting: Row[]): Promise<Map<string, Row[]>> {
     this.failed = null;
     this.progress = false;
-    const missing = await this.#assign(waiting);
+    const again: Row[] = [];
+    const out = await this.#ready(waiting, again);
+    const live = new Set(out.get("token_limit") ?? []);
+    const extra = again.filter((r) => !live.has(r));
+    if (extra.length) out.set("token_limit", [...live, ...extra]);
+    return out;
+  }
+
+  async #ready(waiting: Row[], again: Row[]): Promise<Map<string, Row[]>> {
+    const missing = await this.#assign(waiting, again);
     if (!missing.size) return new Map();
+    const dropped = new Set(again);
     try {
-      return await this.#fetch(missing, waiting);
+      return await this.#fetch(missing, waiting.filter((r) => !dropped.has(r)));
     } catch (e) {
-      if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token)]]);
+      if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token && !dropped.has(r))]]);
       this.failed = e instanceof Busy ? e.answer : (e as Error);
       return new Map();
     } finally {
-      await this.#assign(waiting);
+      await this.#assign(waiting.filter((r) => !dropped.has(r)), again);
     }
   }
 
-  /** Move stock tokens into waiting rows; the units still without one, oldest row first. */
-  async #assign(waiting: Row[]): Promise<Map<string, [string, number, number]>> {
-    const stock = new Map<string, TokenEntry[]>();
-    for (const t of this.entries.values()) {
-      if (t.token === null) continue;
-      const u = unitOf(t.metric, t.version, t.epoch);
-      if (!stock.has(u)) stock.set(u, []);
-      stock.get(u)!.push(t);
-    }
-    const moves: { row: Row; entry: TokenEntry }[] = [];
-    const missing = new Map<string, [string, number, number]>();
+  #period(row: Row): string | null {
+    return row.period ?? this.periodOf(row.metric);
+  }
+
+  /** Copy stock tokens into waiting rows (one per metric version; a second goes to
+   * ``again``), delete dead stock; the units still without one, oldest row first. */
+  async #assign(waiting: Row[], again: Row[]): Promise<Map<string, [string, number]>> {
+    const moves: Row[] = [];
+    const changed = new Map<string, TokenEntry>();
+    const missing = new Map<string, [string, number]>();
+    const needed = new Set<string>();
     for (const row of waiting) {
       if (row.token) continue;
-      const u = unitOf(row.metric, row.version, row.epoch);
-      const entry = stock.get(u)?.pop();
-      if (entry) moves.push({ row, entry });
-      else missing.set(u, [row.metric, row.version, row.epoch]);
+      const period = this.#period(row);
+      if (period === null) continue;   // its metric unknown yet: it waits
+      const u = unitOf(period, row.epoch);
+      const entry = changed.get(u) ?? this.entries.get(u);
+      if (!entry?.token) {
+        missing.set(u, [period, row.epoch]);
+        needed.add(u);
+        continue;
+      }
+      const use = `${row.metric}:${row.version}`;
+      if (entry.given?.includes(use)) {
+        if (!again.includes(row)) again.push(row);
+        continue;
+      }
+      changed.set(u, { ...entry, given: [...entry.given ?? [], use] });
+      row.token = entry.token;
+      row.period = period;
+      moves.push(row);
     }
-    const dead = [...this.entries.values()].filter((t) => t.token !== null && !missing.has(unitOf(t.metric, t.version, t.epoch))
-      && t.epoch < (this.firstEpoch(t.metric) ?? -Infinity) && !moves.some((m) => m.entry === t));
+    const dead = [...this.entries.values()].filter((t) => !needed.has(unitOf(t.period, t.epoch))
+      && t.epoch < (this.firstEpoch(t.period) ?? -Infinity));
     if (moves.length || dead.length) {
-      await this.store.assign(moves.map(({ row, entry }) => ({ row: { ...row, token: entry.token! }, stock: entryKey(entry) })),
-        dead.map(entryKey));
-      for (const { row, entry } of moves) { row.token = entry.token!; this.entries.delete(entryKey(entry)); }
+      await this.store.assign(moves, dead.map(entryKey), [...changed.values()]);
+      for (const t of changed.values()) this.entries.set(entryKey(t), t);
       for (const t of dead) this.entries.delete(entryKey(t));
     }
     return missing;
@@ -160,33 +196,25 @@ export class TokenStock {
     return this.#key;
   }
 
-  async #fetch(missing: Map<string, [string, number, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
+  async #fetch(missing: Map<string, [string, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
     const key = await this.#publicKey();
     const asked = new Map<string, TokenEntry>();   // unit -> entry asked before (answer lost)
-    const stocked = new Set<string>();
-    for (const t of this.entries.values()) {
-      const u = unitOf(t.metric, t.version, t.epoch);
-      stocked.add(u);
-      if (t.token === null) asked.set(u, t);
-    }
+    for (const [u, t] of this.entries) if (t.token === null) asked.set(u, t);
     const wanted = new Map(missing);
     if (this.ahead) {
-      const latest = new Map<string, [string, number, number]>();
-      for (const [m, v, e] of missing.values()) {
-        const k = JSON.stringify([m, v]);
-        if (!latest.has(k) || latest.get(k)![2] < e) latest.set(k, [m, v, e]);
-      }
-      for (const [m, v, e] of latest.values()) {
-        const u = unitOf(m, v, e + 1);
-        if (!stocked.has(u)) wanted.set(u, [m, v, e + 1]);
+      const latest = new Map<string, number>();
+      for (const [p, e] of missing.values()) latest.set(p, Math.max(e, latest.get(p) ?? e));
+      for (const [p, e] of latest) {
+        const u = unitOf(p, e + 1);
+        if (!this.entries.has(u)) wanted.set(u, [p, e + 1]);
       }
     }
-    for (const [u, t] of asked) if (!wanted.has(u)) wanted.set(u, [t.metric, t.version, t.epoch]);
+    for (const [u, t] of asked) if (!wanted.has(u)) wanted.set(u, [t.period, t.epoch]);
     const fresh: TokenEntry[] = [];
-    for (const [u, [m, v, e]] of wanted) {
+    for (const [u, [p, e]] of wanted) {
       if (asked.has(u)) continue;
-      const p = prepare(key, m, v, e);
-      const t = { metric: m, version: v, epoch: e, nonce: toHex(p.nonce), blinded: b64url(p.blinded), inv: p.inv.toString(16), token: null };
+      const pt = prepare(key, p, e);
+      const t = { period: p, epoch: e, nonce: toHex(pt.nonce), blinded: b64url(pt.blinded), inv: pt.inv.toString(16), token: null };
       asked.set(u, t);
       fresh.push(t);
     }
@@ -205,7 +233,7 @@ export class TokenStock {
 
   async #ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
     drop: Map<string, Row[]>): Promise<void> {
-    const body = JSON.stringify({ units: chunk.map((t) => ({ metric: t.metric, version: t.version, epoch: t.epoch, blinded: t.blinded })) });
+    const body = JSON.stringify({ units: chunk.map((t) => ({ period: t.period, epoch: t.epoch, blinded: t.blinded })) });
     const a = await this.http("POST", "/v1/tokens", body, { "LDP-Install-Key": this.install() });
     check(a, "POST /v1/tokens");
     const results = (JSON.parse(a.body) as { results?: unknown }).results;
@@ -214,13 +242,13 @@ export class TokenStock {
     chunk.forEach((t, i) => {
       const r = results[i] as { status?: unknown; blind_sig?: unknown; code?: unknown };
       if (r?.status === "issued" && typeof r.blind_sig === "string") {
-        const p = { metric: t.metric, version: t.version, epoch: t.epoch, nonce: fromHex(t.nonce), blinded: unb64url(t.blinded), inv: BigInt(`0x${t.inv}`) };
+        const p = { period: t.period, epoch: t.epoch, nonce: fromHex(t.nonce), blinded: unb64url(t.blinded), inv: BigInt(`0x${t.inv}`) };
         put.push({ ...t, token: wireToken(key, p, unb64url(r.blind_sig)) });
       } else if (typeof r?.code === "string" && FINAL.has(r.code)) {
         del.push(entryKey(t));
-        const u = unitOf(t.metric, t.version, t.epoch);
+        const u = unitOf(t.period, t.epoch);
         if (missing.has(u)) {
-          const gone = waiting.filter((w) => !w.token && unitOf(w.metric, w.version, w.epoch) === u);
+          const gone = waiting.filter((w) => !w.token && this.#period(w) === t.period && w.epoch === t.epoch);
           drop.set(r.code, [...(drop.get(r.code) ?? []), ...gone]);
         }
       }

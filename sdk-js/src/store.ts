@@ -4,7 +4,7 @@
  * and its report together and durably before ``record`` answers "queued"; a
  * report is removed only after the collector answered for it, or ``drop``ped
  * with the refund of its charge when it never left the device.  ``assign``
- * moves a stock token into its report in one step.  ``MemoryStore`` keeps
+ * writes a stock token into its reports in one step.  ``MemoryStore`` keeps
  * nothing across restarts (tests, short-lived scripts).
  */
 import type { Charge, LedgerState } from "./ledger.js";
@@ -32,8 +32,9 @@ export interface Store {
   remove(reportIds: string[]): Promise<void> | void;
   /** Forget reports that never left the device and write the refunds of their charges. */
   drop(reportIds: string[], refunds: Charge[]): Promise<void> | void;
-  /** Rows now holding a token, each leaving the stock (key ``stock``); ``dead`` stock keys go too. */
-  assign(moves: { row: Row; stock: string }[], dead: string[]): Promise<void> | void;
+  /** Rows now holding their epoch's stock token (it stays in the stock, ``put`` with the
+   * metric versions it was given to); ``dead`` stock keys go. */
+  assign(rows: Row[], dead: string[], put: TokenEntry[]): Promise<void> | void;
   /** Add or replace token entries, delete others (by entry key). */
   saveTokens(put: TokenEntry[], del: string[]): Promise<void> | void;
   saveCatalog(specs: Spec[]): Promise<void> | void;

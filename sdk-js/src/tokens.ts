@@ -3,7 +3,8 @@
  * RSABSSA-SHA384-PSS-Deterministic) in the Privacy Pass type 0x0002 layout,
  * byte for byte as ``ldp_core.tokens`` (the README's "The protocol, precisely").
  *
- * 1. ``prepare``: a 32-byte nonce, the token input of the unit
+ * 1. ``prepare``: a 32-byte nonce, the token input of the unit, an epoch of
+ *    one length (period "hour" | "day", epoch index), e.g. ("day", 20423):
  *    (``0x0002 || nonce || unitDigest || keyId``), EMSA-PSS encoded with a
  *    fresh 48-byte salt and blinded by a random r: the issuer sees only
  *    ``m * r^e mod n``;
@@ -14,7 +15,7 @@
  * (``crypto.getRandomValues``) unless a test passes fixed bytes.
  *
  * @example
- *   const p = prepare(key, "browser", 1, 20421);   // store p, send b64url(p.blinded)
+ *   const p = prepare(key, "day", 20423);          // store p, send b64url(p.blinded)
  *   const token = wireToken(key, p, blindSig);      // throws TokenError if it does not verify
  */
 import { sha256, toHex, utf8 } from "./sha256.js";
@@ -197,9 +198,14 @@ export function finalize(key: PublicKey, msg: Uint8Array, blindSig: Uint8Array, 
   return sig;
 }
 
-/** SHA-256 of "ldp-token-unit-v1" NUL metric NUL version NUL epoch (the unit a token is for). */
-export function unitDigest(metric: string, version: number, epoch: number): Uint8Array {
-  return sha256(utf8(`ldp-token-unit-v1\u0000${metric}\u0000${version}\u0000${epoch}`));
+/** Epoch lengths a token unit may have. */
+export const PERIODS: readonly string[] = ["hour", "day"];
+
+/** SHA-256 of "ldp-token-unit-v2" NUL period NUL epoch (decimal): the unit a token is for. */
+export function unitDigest(period: string, epoch: number): Uint8Array {
+  if (!PERIODS.includes(period)) throw new TokenError(`token period must be hour or day, got ${JSON.stringify(period)}`);
+  if (!Number.isSafeInteger(epoch) || epoch < 0) throw new TokenError(`token epoch must be an integer >= 0, got ${epoch}`);
+  return sha256(utf8(`ldp-token-unit-v2\u0000${period}\u0000${epoch}`));
 }
 
 /** token_type (2) || nonce (32) || unit digest (32) || key id (32): what is signed. */
@@ -214,19 +220,19 @@ export function tokenInput(nonce: Uint8Array, unit: Uint8Array, keyId: Uint8Arra
 }
 
 /** A token asked for: ``blinded`` goes to the issuer; ``nonce`` and ``inv`` never leave the device. */
-export interface PendingToken { metric: string; version: number; epoch: number; nonce: Uint8Array; blinded: Uint8Array; inv: bigint }
+export interface PendingToken { period: string; epoch: number; nonce: Uint8Array; blinded: Uint8Array; inv: bigint }
 
-/** A fresh nonce for the unit, blinded for the issuer. */
-export function prepare(key: PublicKey, metric: string, version: number, epoch: number,
+/** A fresh nonce for the unit (period, epoch), blinded for the issuer. */
+export function prepare(key: PublicKey, period: string, epoch: number,
   fixed: { nonce?: Uint8Array; salt?: Uint8Array; inv?: bigint } = {}): PendingToken {
   const nonce = fixed.nonce ?? randomBytes(NONCE_BYTES);
-  const { blinded, inv } = blind(key, tokenInput(nonce, unitDigest(metric, version, epoch), key.keyId), fixed);
-  return { metric, version, epoch, nonce, blinded, inv };
+  const { blinded, inv } = blind(key, tokenInput(nonce, unitDigest(period, epoch), key.keyId), fixed);
+  return { period, epoch, nonce, blinded, inv };
 }
 
 /** The token a report carries: base64url(nonce || signature), verified first. */
 export function wireToken(key: PublicKey, p: PendingToken, blindSig: Uint8Array): string {
-  const msg = tokenInput(p.nonce, unitDigest(p.metric, p.version, p.epoch), key.keyId);
+  const msg = tokenInput(p.nonce, unitDigest(p.period, p.epoch), key.keyId);
   const sig = finalize(key, msg, blindSig, p.inv);
   const out = new Uint8Array(NONCE_BYTES + sig.length);
   out.set(p.nonce);

@@ -26,6 +26,8 @@ export interface Row {
   token: string;
   payload: string;
   charge?: number;
+  /** The epoch length of the metric ("hour" | "day"): the token's unit (not sent). */
+  period?: string;
 }
 
 /** HMAC-SHA256(secret, "metric|version|epoch"), hex (``ldp_core.wire.device_token``; the

@@ -52,7 +52,7 @@ const key = publicKey(big(jwk.n!), big(jwk.e!)), d = big(jwk.d!);
 const prep: number[] = [], fin: number[] = [];
 for (let i = 0; i < 200; i++) {
   let t = process.hrtime.bigint();
-  const p = prepare(key, "bench", 1, i);
+  const p = prepare(key, "day", i);
   prep.push(Number(process.hrtime.bigint() - t) / 1000);
   const blindSig = i2osp(modPow(os2ip(p.blinded), d, key.n), key.k);
   t = process.hrtime.bigint();

@@ -60,8 +60,8 @@ test("offline reports wait for tokens, then go; the next epoch is stocked and su
   assert.equal(c.counters.sent, 1);
   assert.deepEqual(net.paths().slice(0, 3), ["v1/tokens/key", "v1/tokens", "v1/reports"]);
   const epoch = Math.floor(now / DAY);
-  const asked = JSON.parse(net.log[1].body as string).units as { metric: string; epoch: number; blinded: string }[];
-  assert.deepEqual(asked.map((u) => [u.metric, u.epoch]), [["js.t.plan", epoch], ["js.t.plan", epoch + 1]]);
+  const asked = JSON.parse(net.log[1].body as string).units as { period: string; epoch: number; blinded: string }[];
+  assert.deepEqual(asked.map((u) => [u.period, u.epoch]), [["day", epoch], ["day", epoch + 1]]);
   assert.ok(net.log[1].headers["LDP-Install-Key"]);
   const post = net.log[2];
   assert.equal(post.headers["Content-Encoding"], "gzip");
@@ -88,6 +88,29 @@ test("offline reports wait for tokens, then go; the next epoch is stocked and su
   c2.close();
 });
 
+test("one token per epoch goes on one report of every metric; stock of past epochs is deleted", async () => {
+  const net = new Net(), d = dir("epoch");
+  let now = Date.now() / 1000;
+  const epoch = Math.floor(now / DAY);
+  const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net.fetch, clock: () => now });
+  for (const m of ["js.t.plan", "js.t.mem"]) assert.equal((await c.record(m, "free")).status, "queued");
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 2);
+  assert.equal(c.counters.duplicates, 0);
+  const posts = net.log.filter((s) => s.path === "v1/reports").map((s) => JSON.parse(gunzipSync(s.body as Uint8Array).toString()));
+  const tokens = posts.flatMap((b) => b.token as string[]);
+  assert.equal(tokens.length, 2);
+  assert.equal(new Set(tokens).size, 1);
+  assert.equal(net.log.filter((s) => s.path === "v1/tokens").length, 1);
+  // Two days on: the stock of epoch and epoch + 1 is dead and leaves the journal.
+  now += 2 * DAY;
+  assert.equal((await c.record("js.t.plan", "pro")).status, "queued");
+  assert.equal(await c.flush(10), true);
+  const deleted = journal(d).flatMap((e) => e.a ? e.x ?? [] : []);
+  assert.deepEqual(deleted.sort(), [`day|${epoch}`, `day|${epoch + 1}`]);
+  c.close();
+});
+
 test("a lost issuer answer is asked again with the same blinded messages; the token is spent once", async () => {
   const net = new Net();
   net.lose = { path: "v1/tokens", n: 1 };
@@ -102,7 +125,7 @@ test("a lost issuer answer is asked again with the same blinded messages; the to
   c.close();
 });
 
-test("a unit the issuer refuses is dropped before it leaves, and its epsilon is refunded", async () => {
+test("a second report of a metric in an epoch is dropped before it leaves, and its epsilon is refunded", async () => {
   const net = new Net();
   const now = Date.now() / 1000, epoch = Math.floor(now / DAY);
   const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, fetch: net.fetch, clock: () => now, budgets: { "js.t.plan": 2 } });

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { fromHex, toHex } from "../src/sha256.js";
+import { fromHex, sha256, toHex } from "../src/sha256.js";
 import { sha384 } from "../src/sha384.js";
 import {
   b64url, blind, emsaPssEncode, emsaPssVerify, finalize, i2osp, keyFromJson, modPow, os2ip, prepare, publicKey,
@@ -46,27 +46,36 @@ test("tokens of our units: the bytes ldp_core.tokens makes for fixed randomness"
   assert.equal(toHex(key.keyId), V.key.key_id);
   assert.throws(() => keyFromJson({ ...V.key, key_id: "00".repeat(32) }), TokenError);
   for (const c of V.cases) {
-    assert.equal(toHex(unitDigest(c.metric, c.version, c.epoch)), c.unit_digest);
+    assert.equal(toHex(unitDigest(c.period, c.epoch)), c.unit_digest);
     assert.equal(toHex(tokenInput(fromHex(c.nonce), fromHex(c.unit_digest), key.keyId)), c.token_input);
-    const p = prepare(key, c.metric, c.version, c.epoch, { nonce: fromHex(c.nonce), salt: fromHex(c.salt), inv: big(c.inv) });
-    assert.equal(toHex(p.blinded), c.blinded, c.metric);
-    assert.equal(wireToken(key, p, fromHex(c.blind_sig)), c.token, c.metric);
-    // A signature for one unit is no token of another.
+    const p = prepare(key, c.period, c.epoch, { nonce: fromHex(c.nonce), salt: fromHex(c.salt), inv: big(c.inv) });
+    assert.equal(toHex(p.blinded), c.blinded, `${c.period} ${c.epoch}`);
+    assert.equal(wireToken(key, p, fromHex(c.blind_sig)), c.token, `${c.period} ${c.epoch}`);
+    // A signature for one unit is no token of another (epoch, or epoch length).
     assert.throws(() => wireToken(key, { ...p, epoch: c.epoch + 1 }, fromHex(c.blind_sig)), TokenError);
+    const other = c.period === "day" ? "hour" : "day";
+    assert.throws(() => wireToken(key, { ...p, period: other }, fromHex(c.blind_sig)), TokenError);
+  }
+});
+
+test("unit digest v2: SHA-256 of the spec text; other periods and epochs refused", () => {
+  assert.equal(toHex(unitDigest("day", 20423)), toHex(sha256(new TextEncoder().encode("ldp-token-unit-v2\u0000day\u000020423"))));
+  for (const [period, epoch] of [["week", 1], ["Day", 1], ["day", -1], ["day", 1.5], ["day", 2 ** 53]] as [string, number][]) {
+    assert.throws(() => unitDigest(period, epoch), TokenError, `${period} ${epoch}`);
   }
 });
 
 test("fresh randomness: the blinded message hides the nonce, the token unblinds and verifies", () => {
   // The RFC publishes the vector's private exponent d: sign as the issuer would.
   const key = publicKey(big(A3.n), big(A3.e));
-  const a = prepare(key, "js.plan", 1, 7), b = prepare(key, "js.plan", 1, 7);
+  const a = prepare(key, "day", 7), b = prepare(key, "day", 7);
   assert.notEqual(toHex(a.nonce), toHex(b.nonce));
   assert.notEqual(toHex(a.blinded), toHex(b.blinded));
   const blindSig = i2osp(modPow(os2ip(a.blinded), big(A3.d), key.n), key.k);
   const token = unb64url(wireToken(key, a, blindSig));
   assert.equal(token.length, 32 + key.k);
   assert.equal(toHex(token.subarray(0, 32)), toHex(a.nonce));
-  assert.ok(verify(key, tokenInput(a.nonce, unitDigest("js.plan", 1, 7), key.keyId), token.subarray(32)));
+  assert.ok(verify(key, tokenInput(a.nonce, unitDigest("day", 7), key.keyId), token.subarray(32)));
   assert.ok(!toHex(a.blinded).includes(toHex(a.nonce)));
 });
 

@@ -255,9 +255,34 @@ def test_a_schema_3_spool_keeps_its_version_1_tokens_and_the_rest_get_version_2(
         c.close(0)
 
 
+def test_a_second_report_of_a_metric_in_an_epoch_is_dropped_before_it_leaves(
+    collector: ServiceProcess, tmp_path: Path
+) -> None:
+    """The token goes on one report per metric version of its epoch (a second one would
+    be a duplicate at the collector): with a budget of two reports, the second is
+    dropped as ``token_limit`` before it leaves, and its epsilon is refunded; after it
+    was dropped, the metric's use of the token is still taken (the first was sent)."""
+    net, clock = Switch(), Clock()
+    net.online = True
+    c = Client(collector.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+               transport=net, delivery=QUICK, background=False, clock=clock,
+               budgets={"browser": 2.0})
+    try:
+        assert c.record("browser", "zebrafox-7f3a").ok and c.record("browser", "zebrafox-7f3a").ok
+        assert c.record("dark_mode", True).ok
+        assert c.flush(10)
+        assert c.counters().sent == 2 and c.counters().dropped == {"token_limit": 1}
+        assert c.counters().duplicates == 0
+        spent = {u.metric: u.reports for u in c.privacy_report().units}
+        assert spent == {"browser": 1, "dark_mode": 1}
+    finally:
+        c.close(0)
+
+
 def test_a_refund_returns_a_token_only_when_no_report_holds_it(tmp_path: Path) -> None:
-    """A dropped report that never left gives its token back only if it was unused:
-    no other report holds it (then only if the stock has none for its epoch)."""
+    """A dropped report that never left gives back its metric's use of the token; the
+    token itself goes back only if it was unused: no other report holds it (then only
+    if the stock has none for its epoch)."""
     store = Store(tmp_path / "s.sqlite3", max_reports=100, max_bytes=10**6)
     try:
         with store.transaction() as conn:
@@ -269,6 +294,18 @@ def test_a_refund_returns_a_token_only_when_no_report_holds_it(tmp_path: Path) -
         with store.transaction() as conn:
             assert discard(conn, "metric = 'a'", ()) == 1
         assert store.query("SELECT COUNT(*) FROM stock") == [(0,)]    # b still holds t1
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO stock VALUES ('i', 'day', 6, 'n', 'b', 'x', 't3', 'd:1,e:1')")
+            for metric in "de":
+                conn.execute(
+                    "INSERT INTO spool (report_id, metric, version, epoch, token, payload,"
+                    " charge, install, period, size) VALUES (?, ?, 1, 6, 't3', '0', 1.0, 'i',"
+                    " 'day', 150)", (metric * 32, metric))
+        with store.transaction() as conn:
+            assert discard(conn, "metric = 'd'", ()) == 1
+        assert store.query("SELECT given FROM stock WHERE epoch = 6") == [("e:1",)]
+        with store.transaction() as conn:
+            conn.execute("DELETE FROM stock WHERE epoch = 6")
         with store.transaction() as conn:
             assert discard(conn, "metric IN ('b', 'c')", ()) == 2
         assert store.query("SELECT period, epoch, token FROM stock ORDER BY token") == [

@@ -17,10 +17,11 @@ import pytest
 
 from collector.app import create_app
 from collector.token_crypto import Verifier
-from collector.tokens import V2_SINCE
+from collector.tokens import V2_SINCE, load_v1_until
 from ldp_core import tokens
 from ldp_core.tokens import PublicKey, b64url, unb64url
 from ldp_core.wire import Envelope, encode_batch
+from ldp_server.redis_server import free_port
 from tests.collector.test_api import INGEST, assert_problem, settings, tallies
 from tests.support.asgi import asgi_client
 from tests.support.reports import NOW, SPECS, envelope, today
@@ -314,3 +315,23 @@ async def test_issuer_state_is_a_digest_and_expires_with_the_window(
                    for v in r.hgetall(name).values())
         # The last unit's epoch ends at (epoch + 2) days; + 96 h window + 1 h margin.
         assert r.expiretime(name) == (epoch + 2) * 86400 + 96 * 3600 + 3600
+
+
+async def test_the_transition_start_is_written_once_and_survives_redis_down(
+    redis_url: str,
+) -> None:
+    """``load_v1_until``: the first version-2 start is kept (later starts do not move it);
+    with Redis unreachable a start counts as the first (never an earlier cut-off)."""
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        assert await load_v1_until(client, 1000.0, 48 * 3600) == 1000 + 48 * 3600
+        assert await load_v1_until(client, 9000.0, 48 * 3600) == 1000 + 48 * 3600
+    finally:
+        await client.aclose()
+    down = redis.asyncio.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
+    try:
+        assert await load_v1_until(down, 5000.0, 3600) == 5000 + 3600
+    finally:
+        await down.aclose()

@@ -146,8 +146,10 @@ def test_client_against_the_real_collector(
     built: Path, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     """dist/test/e2e-client.js: offline reports wait for tokens, the next epoch's token
-    is stocked and survives a restart, a lost issuer answer is asked again with the
-    same blinded messages, a refused unit is dropped with its epsilon refunded, a
+    is stocked and survives a restart, one token per epoch goes on every metric's
+    report and past epochs' stock is deleted, a lost issuer answer is asked again
+    with the same blinded messages, a second report of a metric in an epoch is
+    dropped with its epsilon refunded, a
     wrong key keeps reports, opt-out/opt-in keep the ledger, strict, the environment,
     a report spooled with an old HMAC token waits for a blind-signed one, and only
     pinned issuer keys are used (``other`` serves a key of its own)."""
@@ -175,7 +177,7 @@ def test_client_against_the_real_collector(
     summary = [line for line in done.stdout.splitlines() if line.startswith("# ")]
     print("\n".join(summary))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert "# fail 0" in summary and "# pass 11" in summary, summary
+    assert "# fail 0" in summary and "# pass 12" in summary, summary
 
 
 class _PageHandler(SimpleHTTPRequestHandler):
