@@ -147,12 +147,25 @@ class Verifier:
     def check_all(
         self, items: Sequence[tuple[object, str, int, int]]
     ) -> list[bytes | None]:
-        """``check`` for each (token, metric, version, epoch), in order (run it off the loop)."""
+        """``check`` for each (token, metric, version, epoch), in order (run it off the loop).
+
+        Each distinct (token, unit) of the batch is verified once: the reports of a
+        device that share one token pay one RSA check (a repeated item gets the same
+        answer; the store then counts at most one of them per unit).
+        """
         units: dict[tuple[str, int, int], bytes] = {}
+        seen: dict[tuple[object, str, int, int], bytes | None] = {}
         out: list[bytes | None] = []
-        for token, metric, version, epoch in items:
+        for item in items:
+            token, metric, version, epoch = item
+            if type(token) is str and item in seen:
+                out.append(seen[item])
+                continue
             key = (metric, version, epoch)
             if key not in units:
                 units[key] = unit_digest(metric, version, epoch)
-            out.append(self.check(token, metric, version, epoch, units[key]))
+            nonce = self.check(token, metric, version, epoch, units[key])
+            if type(token) is str:
+                seen[item] = nonce
+            out.append(nonce)
         return out
