@@ -200,9 +200,11 @@ def encode_binary(columns: Mapping[str, Sequence[Any]]) -> bytes:
             raise ValueError(f"unit {(name, version, epoch)!r} does not fit the binary batch")
         out.append(struct.pack(f">B{len(raw)}sII", len(raw), raw, version, epoch))
     out.append(struct.pack(f">{n}H", *unit_ix))
-    out.append(bytes.fromhex("".join(columns["report_id"])))
-    if len(out[-1]) != 16 * n:
-        raise ValueError("every report_id must be 32 hex characters")
+    ids = "".join(columns["report_id"])
+    raw_ids = bytes.fromhex(ids) if len(ids) == 32 * n else b""
+    if raw_ids.hex() != ids:
+        raise ValueError("every report_id must be 32 lowercase hex characters")
+    out.append(raw_ids)
     joined = ",".join(tokens).encode("ascii")
     if joined.count(b",") != len(tokens) - 1:
         raise ValueError("a token holds a comma: send the JSON batch")
