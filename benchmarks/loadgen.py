@@ -39,6 +39,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ldp_core import mechanism
+from ldp_core.tokens import b64url
+from ldp_core.wire import BINARY_MEDIA, encode_binary
 from tests.support.tokens import mint
 
 __all__ = ["Result", "build_requests", "main", "run"]
@@ -94,34 +96,45 @@ def build_requests(
     use_gzip: bool,
     seed: int,
     path: str = "/v1/reports",
+    binary: bool = False,
+    fake_tokens: bool = False,
 ) -> list[tuple[bytes, int]]:
-    """``count`` framed requests of ``batch`` distinct-device reports each (bytes, reports)."""
+    """``count`` framed requests of ``batch`` distinct-device reports each (bytes, reports);
+    ``binary``: the binary batch of ``ldp_core.wire`` instead of JSON; ``fake_tokens``:
+    random text of a token's length instead of signed tokens (for the minimal
+    endpoint, which checks none: it saves the minting)."""
     m = mechanism(mech_name, epsilon=epsilon, domain_size=domain_size)
     rng = random.Random(seed)
     total = batch * count
     values = zipf_values(domain_size, total, seed)
     payloads = [m.encode(m.randomize(int(v), rng=rng)) for v in values]
     # Valid tokens of the unit, signed with the test issuer key (0.1 ms each, in setup).
-    tokens = [mint(metric, version, epoch) for _ in range(total)]
+    if fake_tokens:
+        size = len(mint(metric, version, epoch))
+        tokens = [b64url(os.urandom(size * 3 // 4 + 1))[:size] for _ in range(total)]
+    else:
+        tokens = [mint(metric, version, epoch) for _ in range(total)]
     ids = os.urandom(16 * total).hex()
     out = []
     for r in range(count):
         lo = r * batch
-        body = orjson.dumps({
+        columns: dict[str, list[Any]] = {
             "metric": [metric] * batch,
             "version": [version] * batch,
             "epoch": [epoch] * batch,
             "report_id": [ids[32 * i: 32 * i + 32] for i in range(lo, lo + batch)],
             "token": tokens[lo: lo + batch],
             "payload": payloads[lo: lo + batch],
-        })
+        }
+        body = encode_binary(columns) if binary else orjson.dumps(columns)
         extra = ""
         if use_gzip:
             body = gzip.compress(body, compresslevel=6, mtime=0)
             extra = "Content-Encoding: gzip\r\n"
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
-            f"Content-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: {BINARY_MEDIA if binary else 'application/json'}\r\n"
+            f"{extra}Content-Length: {len(body)}\r\n\r\n"
         )
         out.append((head.encode() + body, batch))
     return out
@@ -213,6 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-reports", type=int, default=600_000)
     ap.add_argument("--max-requests", type=int, default=30_000)
     ap.add_argument("--gzip", action="store_true")
+    ap.add_argument("--binary", action="store_true",
+                    help="send the binary batch (application/vnd.ldp.batch)")
+    ap.add_argument("--fake-tokens", action="store_true",
+                    help="unsigned random tokens (for the minimal endpoint only)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     count = max(2, min(args.max_requests, args.max_reports // args.batch))
@@ -220,7 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     host = urlsplit(args.url).netloc
     requests = build_requests(host, args.key, args.metric, args.version, args.epoch,
                               args.mechanism, args.domain_size, args.epsilon, args.batch,
-                              count + warmup, args.gzip, args.seed)
+                              count + warmup, args.gzip, args.seed, binary=args.binary,
+                              fake_tokens=args.fake_tokens)
     result = asyncio.run(run(args.url, requests, args.connections, args.duration, warmup))
     print(json.dumps(result.as_json()))
 

@@ -86,21 +86,23 @@ class Ingest(StoreBase):
             return []
         secret = await self._get_secret()
         shards = self.shards
+        # Keyed once per batch: copying a keyed hasher skips the key block per report.
+        fresh = blake2b(key=secret, digest_size=12, person=b"ldp-spent").copy
+        digests: list[bytes] = []
+        for report in reports:
+            h = fresh()
+            h.update(report.token.encode())
+            digests.append(h.digest())
+        records = [d[4:] for d in digests]
         # Grouped by (name, version, epoch, shard): hashing a MetricSpec hashes its domain.
         groups: dict[tuple[str, int, int, int], list[int]] = defaultdict(list)
         spec_of: dict[tuple[str, int], MetricSpec] = {}
-        records: list[bytes] = []
-        # Keyed once per batch: copying a keyed hasher skips the key block per report.
-        spent_mac = blake2b(key=secret, digest_size=12, person=b"ldp-spent")
-        for position, report in enumerate(reports):
-            h = spent_mac.copy()
-            h.update(report.token.encode())
-            digest = h.digest()
-            records.append(digest[4:])
-            shard = int.from_bytes(digest[:4], "big") % shards
+        for position, (report, digest) in enumerate(zip(reports, digests, strict=True)):
             spec = report.spec
-            spec_of[(spec.name, spec.version)] = spec
-            groups[(spec.name, spec.version, report.epoch, shard)].append(position)
+            name, version = spec.name, spec.version
+            spec_of[(name, version)] = spec
+            groups[(name, version, report.epoch,
+                    int.from_bytes(digest[:4], "big") % shards)].append(position)
         calls: list[list[Any]] = []
         slots: list[tuple[str, str]] = []  # per call: the index key and this slot's member
         for (name, version, epoch, shard), positions in groups.items():
