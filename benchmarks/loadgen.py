@@ -98,28 +98,33 @@ def build_requests(
     path: str = "/v1/reports",
     binary: bool = False,
     fake_tokens: bool = False,
+    metrics: int = 1,
 ) -> list[tuple[bytes, int]]:
     """``count`` framed requests of ``batch`` distinct-device reports each (bytes, reports);
     ``binary``: the binary batch of ``ldp_core.wire`` instead of JSON; ``fake_tokens``:
     random text of a token's length instead of signed tokens (for the minimal
-    endpoint, which checks none: it saves the minting)."""
+    endpoint, which checks none: it saves the minting); ``metrics`` > 1: report i goes
+    to metric ``<metric>.<i mod metrics>`` (registered alike), as a device's batch
+    spreads over its metrics."""
     m = mechanism(mech_name, epsilon=epsilon, domain_size=domain_size)
     rng = random.Random(seed)
     total = batch * count
     values = zipf_values(domain_size, total, seed)
     payloads = [m.encode(m.randomize(int(v), rng=rng)) for v in values]
     # Valid tokens of the unit, signed with the test issuer key (0.1 ms each, in setup).
+    names = [metric] if metrics == 1 else [f"{metric}.{k}" for k in range(metrics)]
+    metric_of = [names[i % metrics] for i in range(batch)]
     if fake_tokens:
         size = len(mint(metric, version, epoch))
         tokens = [b64url(os.urandom(size * 3 // 4 + 1))[:size] for _ in range(total)]
     else:
-        tokens = [mint(metric, version, epoch) for _ in range(total)]
+        tokens = [mint(metric_of[i % batch], version, epoch) for i in range(total)]
     ids = os.urandom(16 * total).hex()
     out = []
     for r in range(count):
         lo = r * batch
         columns: dict[str, list[Any]] = {
-            "metric": [metric] * batch,
+            "metric": metric_of,
             "version": [version] * batch,
             "epoch": [epoch] * batch,
             "report_id": [ids[32 * i: 32 * i + 32] for i in range(lo, lo + batch)],
@@ -228,6 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gzip", action="store_true")
     ap.add_argument("--binary", action="store_true",
                     help="send the binary batch (application/vnd.ldp.batch)")
+    ap.add_argument("--metrics", type=int, default=1,
+                    help="spread each batch over METRICS metrics <metric>.<k>")
     ap.add_argument("--fake-tokens", action="store_true",
                     help="unsigned random tokens (for the minimal endpoint only)")
     ap.add_argument("--seed", type=int, default=0)
@@ -238,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     requests = build_requests(host, args.key, args.metric, args.version, args.epoch,
                               args.mechanism, args.domain_size, args.epsilon, args.batch,
                               count + warmup, args.gzip, args.seed, binary=args.binary,
-                              fake_tokens=args.fake_tokens)
+                              fake_tokens=args.fake_tokens, metrics=args.metrics)
     result = asyncio.run(run(args.url, requests, args.connections, args.duration, warmup))
     print(json.dumps(result.as_json()))
 

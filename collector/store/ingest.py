@@ -2,8 +2,8 @@
 
 See ``collector.store.schema`` for the keys and the Lua script; here the
 reports are digested (keyed BLAKE2b), grouped by (metric, version, epoch,
-shard) and sent, one script call per slot, in one pipeline on a single node
-or concurrently on a Redis Cluster (``ingest`` returns only once every call
+shard) and sent in one script call for all slots on a single node, or one
+call per slot, concurrently, on a Redis Cluster (``ingest`` returns only once every call
 has settled).
 
 >>> _counter_text([(3,), (1,)]), _counter_text([(0, 2), ()])
@@ -21,7 +21,15 @@ from typing import Any, Literal, NamedTuple
 import redis.exceptions
 
 from collector.store.base import StoreBase
-from collector.store.schema import INGEST_LUA, INGEST_SHA, implausible_key, index_key, tally_tag
+from collector.store.schema import (
+    INGEST_BATCH_LUA,
+    INGEST_BATCH_SHA,
+    INGEST_LUA,
+    INGEST_SHA,
+    implausible_key,
+    index_key,
+    tally_tag,
+)
 from ldp_core.metric import MetricSpec
 
 __all__ = ["STATE_MARGIN_SECONDS", "Ingest", "Outcome", "ValidReport"]
@@ -168,17 +176,20 @@ class Ingest(StoreBase):
                 index[key].add(member)
             await _settle(self.client.sadd(k, *sorted(m)) for k, m in index.items())
             return await _settle(self._evalsha(args) for args in calls)
-        # One node: each script also lists its slot in the index (KEYS[3], ARGV[6]).
+        # One node: ONE script call applies every slot of the batch, each also listing
+        # its slot in the index (KEYS[3j+3]): one Lua call instead of one per slot.
+        keys: list[str] = []
+        argv: list[Any] = [len(calls)]
+        for (key, member), (tally, dedupe, *args) in zip(slots, calls, strict=True):
+            keys += (tally, dedupe, key)
+            argv += (*args, member)
         for attempt in (0, 1):
-            pipe = self.client.pipeline(transaction=False)
-            for (key, member), (tally, dedupe, *args) in zip(slots, calls, strict=True):
-                pipe.evalsha(INGEST_SHA, 3, tally, dedupe, key, *args, member)
             try:
-                return list(await pipe.execute())
+                return list(await self.client.evalsha(INGEST_BATCH_SHA, len(keys), *keys, *argv))
             except redis.exceptions.NoScriptError:
                 if attempt:
                     raise
-                await self.client.script_load(INGEST_LUA)
+                await self.client.script_load(INGEST_BATCH_LUA)
         raise AssertionError("unreachable")
 
     async def _evalsha(self, args: list[Any]) -> Any:
