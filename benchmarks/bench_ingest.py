@@ -65,7 +65,7 @@ class IngestRun:
 
 
 def load(url: str, batch: int, duration: float, seed: int, epoch: int,
-         binary: bool = False, fake_tokens: bool = False) -> dict[str, Any]:
+         binary: bool = False, fake_tokens: bool = False, metrics: int = 1) -> dict[str, Any]:
     """One loadgen subprocess run; its JSON result plus Redis CPU is added by the caller.
 
     The generator mints one token per report before the clock starts (0.1-0.3 ms
@@ -81,7 +81,7 @@ def load(url: str, batch: int, duration: float, seed: int, epoch: int,
         "--connections", str(CONNECTIONS.get(batch, 4)), "--duration", str(duration),
         "--seed", str(seed), "--max-reports", str(int(100_000 * duration)),
         "--max-requests", str(int(8_000 * duration)), *(["--binary"] if binary else []),
-        *(["--fake-tokens"] if fake_tokens else []),
+        *(["--fake-tokens"] if fake_tokens else []), "--metrics", str(metrics),
     ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300 + duration, check=True)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -89,7 +89,8 @@ def load(url: str, batch: int, duration: float, seed: int, epoch: int,
 
 
 def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
-            epoch: int, binary: bool = False, fake_tokens: bool = False) -> dict[str, Any]:
+            epoch: int, binary: bool = False, fake_tokens: bool = False,
+            metrics: int = 1) -> dict[str, Any]:
     """One loadgen run with the Redis CPU it caused, and Redis' own time per report in
     the ingest script (INFO commandstats, EVALSHA; 0 for the minimal endpoint).
 
@@ -98,7 +99,7 @@ def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
     measured window only.
     """
     before, script_before = redis_cpu_seconds(redis_url), script_usec(redis_url)
-    result = load(url, batch, duration, seed, epoch, binary, fake_tokens)
+    result = load(url, batch, duration, seed, epoch, binary, fake_tokens, metrics)
     result["redis_cores"] = (redis_cpu_seconds(redis_url) - before) / result["seconds"]
     script = script_usec(redis_url) - script_before
     result["script_us"] = script / result["reports"] if result["reports"] else 0.0
@@ -172,14 +173,16 @@ def _loop_note() -> str:
             "TCP_NODELAY on every TCP socket itself: the plain rows are not stalled.")
 
 
-#: (batch, binary body, repeats) of a full run; the minimal endpoint gets JSON only.
-CASES = ((1, False, 3), (100, False, 1), (1000, False, 3), (1000, True, 3))
+#: (batch, binary body, metrics per batch, repeats) of a full run; the minimal endpoint
+#: gets JSON batches of one metric only (it checks nothing, so that is its best case).
+CASES = ((1, False, 1, 3), (100, False, 1, 1), (1000, False, 1, 3), (1000, True, 1, 3),
+         (1000, True, 20, 3))
 
 
 def section(quick: bool = False, plain: bool = False) -> str:
     """The ingest tables (Markdown): 2 workers (1 with ``quick``)."""
     duration = 1.5 if quick else 3.0
-    cases = tuple((b, binary, 1) for b, binary, _ in CASES) if quick else CASES
+    cases = tuple((b, binary, m, 1) for b, binary, m, _ in CASES) if quick else CASES
     workers = 1 if quick else 2
     runs: list[IngestRun] = []
     single: list[float] = []
@@ -194,19 +197,23 @@ def section(quick: bool = False, plain: bool = False) -> str:
         minimal = stack.app("benchmarks.minimal_endpoint:create_app", workers)
         try:
             stack.register(collector.url, BENCH_SPEC)
-            for batch, binary, repeats in cases:
+            for k in range(max(m for _, _, m, _ in cases)):
+                stack.register(collector.url, {**BENCH_SPEC, "name": f"{BENCH_SPEC['name']}.{k}"})
+            for batch, binary, metrics, repeats in cases:
                 pair: dict[str, list[dict[str, Any]]] = {"collector": [], "minimal": []}
                 for r in range(repeats):
                     seed = 7 * batch + workers + 1000 * r + 500 * binary
                     pair["collector"].append(one_run(collector.url, stack.redis_url, batch,
-                                                     duration, seed, epoch, binary))
-                    if not binary:
+                                                     duration, seed, epoch, binary,
+                                                     metrics=metrics))
+                    if not binary and metrics == 1:
                         pair["minimal"].append(one_run(minimal.url, stack.redis_url, batch,
                                                        duration, seed, epoch,
                                                        fake_tokens=True))
-                body = "binary" if binary else "JSON"
+                body = ("binary" if binary else "JSON") + (
+                    f", {metrics} metrics" if metrics > 1 else "")
                 runs.append(summarise("collector", workers, batch, pair["collector"], body))
-                if not binary:
+                if pair["minimal"]:
                     runs.append(summarise("minimal", workers, batch, pair["minimal"]))
                 if batch == 1:
                     single = [c["requests_per_s"] / m["requests_per_s"]

@@ -100,8 +100,8 @@ async def profile(batches: int, key_bits: int, per_token: int,
         known = set(names)
         for label, bodies in (("json", bodies_json), ("binary", bodies_bin)):
             await store.client.flushall()
-            for body in spec_jsons:
-                await store.create_metric(MetricSpec.from_json(body))
+            for spec_json in spec_jsons:
+                await store.create_metric(MetricSpec.from_json(spec_json))
             for body in bodies:
                 t0 = time.perf_counter()
                 cols = (parse_binary(body) if label == "binary"
