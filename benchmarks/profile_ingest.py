@@ -71,8 +71,8 @@ async def profile(batches: int, key_bits: int, per_token: int,
                               acceptance_seconds=96 * 3600,
                               tally_retention_seconds=400 * 86400)
         spec_jsons = [dict(SPEC_JSON, name=f"{SPEC_JSON['name']}.{m}") for m in range(metrics)]
-        for body in spec_jsons:
-            await store.create_metric(MetricSpec.from_json(body))
+        for spec_json in spec_jsons:
+            await store.create_metric(MetricSpec.from_json(spec_json))
         now = time.time()
         epoch = int(now // 86400)
         mech = mechanism("grr", epsilon=1.0, domain_size=64)
