@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import orjson
 
 from collector.plausibility import max_set_bits
@@ -299,14 +300,16 @@ def _groups(
     groups: dict[tuple[str, int], list[int]] = {}
     if set(map(type, metric)) == {str} and set(map(type, version)) == {int}:
         pairs = list(zip(metric, version, strict=True))
-        if len(set(pairs)) == 1:
+        distinct = dict.fromkeys(pairs)
+        if len(distinct) == 1:
             return {pairs[0]: list(range(len(pairs)))}
-        for i, pair in enumerate(pairs):
-            rows = groups.get(pair)
-            if rows is None:
-                groups[pair] = rows = []
-            rows.append(i)
-        return groups
+        # Vectorised: a stable sort of the pairs' codes splits the rows by group.
+        index = {pair: k for k, pair in enumerate(distinct)}
+        codes = np.fromiter(map(index.__getitem__, pairs), dtype=np.intp, count=len(pairs))
+        order = np.argsort(codes, kind="stable")
+        bounds = np.cumsum(np.bincount(codes, minlength=len(index)))[:-1]
+        return {pair: rows.tolist() for pair, rows in zip(distinct, np.split(order, bounds),
+                                                           strict=True)}
     for i, (m, v) in enumerate(zip(metric, version, strict=True)):
         if type(m) is str and type(v) is int:
             groups.setdefault((m, v), []).append(i)
