@@ -65,13 +65,14 @@ class IngestRun:
 
 
 def load(url: str, batch: int, duration: float, seed: int, epoch: int,
-         binary: bool = False, fake_tokens: bool = False, metrics: int = 1) -> dict[str, Any]:
+         binary: bool = False, fake_tokens: bool = False, metrics: int = 1,
+         per_token: int = 1) -> dict[str, Any]:
     """One loadgen subprocess run; its JSON result plus Redis CPU is added by the caller.
 
-    The generator mints one token per report before the clock starts (0.1-0.3 ms
-    each): it prepares at most 100,000 reports a second of the run, beyond what
-    one report per token lets the collector verify here (a run that uses them all
-    says "generator ran out").
+    The generator mints its tokens before the clock starts (0.1-0.3 ms each): it
+    prepares at most 100,000 reports a second of the run with one token per report
+    (beyond what the collector can verify here), 300,000 with shared tokens (a run
+    that uses them all says "generator ran out").
     """
     argv = [
         sys.executable, str(REPO_ROOT / "benchmarks" / "loadgen.py"),
@@ -79,9 +80,11 @@ def load(url: str, batch: int, duration: float, seed: int, epoch: int,
         "--version", "1", "--epoch", str(epoch), "--mechanism", "grr",
         "--domain-size", str(len(BENCH_SPEC["domain"])), "--batch", str(batch),
         "--connections", str(CONNECTIONS.get(batch, 4)), "--duration", str(duration),
-        "--seed", str(seed), "--max-reports", str(int(100_000 * duration)),
+        "--seed", str(seed),
+        "--max-reports", str(int((100_000 if per_token == 1 else 300_000) * duration)),
         "--max-requests", str(int(8_000 * duration)), *(["--binary"] if binary else []),
         *(["--fake-tokens"] if fake_tokens else []), "--metrics", str(metrics),
+        "--per-token", str(per_token),
     ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300 + duration, check=True)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -90,7 +93,7 @@ def load(url: str, batch: int, duration: float, seed: int, epoch: int,
 
 def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
             epoch: int, binary: bool = False, fake_tokens: bool = False,
-            metrics: int = 1) -> dict[str, Any]:
+            metrics: int = 1, per_token: int = 1) -> dict[str, Any]:
     """One loadgen run with the Redis CPU it caused, and Redis' own time per report in
     the ingest script (INFO commandstats, EVALSHA; 0 for the minimal endpoint).
 
@@ -99,7 +102,7 @@ def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
     measured window only.
     """
     before, script_before = redis_cpu_seconds(redis_url), script_usec(redis_url)
-    result = load(url, batch, duration, seed, epoch, binary, fake_tokens, metrics)
+    result = load(url, batch, duration, seed, epoch, binary, fake_tokens, metrics, per_token)
     result["redis_cores"] = (redis_cpu_seconds(redis_url) - before) / result["seconds"]
     script = script_usec(redis_url) - script_before
     result["script_us"] = script / result["reports"] if result["reports"] else 0.0
@@ -173,16 +176,18 @@ def _loop_note() -> str:
             "TCP_NODELAY on every TCP socket itself: the plain rows are not stalled.")
 
 
-#: (batch, binary body, metrics per batch, repeats) of a full run; the minimal endpoint
-#: gets JSON batches of one metric only (it checks nothing, so that is its best case).
-CASES = ((1, False, 1, 3), (100, False, 1, 1), (1000, False, 1, 3), (1000, True, 1, 3),
-         (1000, True, 20, 3))
+#: (batch, binary body, metrics per batch, reports per token, repeats) of a full run.
+#: One report per token: every report another device.  The realistic batch: 50
+#: devices x 20 metrics, each device's 20 reports sharing its token of the epoch.
+#: The minimal endpoint gets the JSON batches of one metric (it checks nothing).
+CASES = ((1, False, 1, 1, 3), (100, False, 1, 1, 1), (1000, False, 1, 1, 3),
+         (1000, True, 1, 1, 3), (1000, False, 20, 20, 3), (1000, True, 20, 20, 3))
 
 
 def section(quick: bool = False, plain: bool = False) -> str:
     """The ingest tables (Markdown): 2 workers (1 with ``quick``)."""
     duration = 1.5 if quick else 3.0
-    cases = tuple((b, binary, m, 1) for b, binary, m, _ in CASES) if quick else CASES
+    cases = tuple((*case[:4], 1) for case in CASES) if quick else CASES
     workers = 1 if quick else 2
     runs: list[IngestRun] = []
     single: list[float] = []
@@ -197,21 +202,21 @@ def section(quick: bool = False, plain: bool = False) -> str:
         minimal = stack.app("benchmarks.minimal_endpoint:create_app", workers)
         try:
             stack.register(collector.url, BENCH_SPEC)
-            for k in range(max(m for _, _, m, _ in cases)):
+            for k in range(max(case[2] for case in cases)):
                 stack.register(collector.url, {**BENCH_SPEC, "name": f"{BENCH_SPEC['name']}.{k}"})
-            for batch, binary, metrics, repeats in cases:
+            for batch, binary, metrics, per_token, repeats in cases:
                 pair: dict[str, list[dict[str, Any]]] = {"collector": [], "minimal": []}
                 for r in range(repeats):
                     seed = 7 * batch + workers + 1000 * r + 500 * binary
                     pair["collector"].append(one_run(collector.url, stack.redis_url, batch,
                                                      duration, seed, epoch, binary,
-                                                     metrics=metrics))
+                                                     metrics=metrics, per_token=per_token))
                     if not binary and metrics == 1:
                         pair["minimal"].append(one_run(minimal.url, stack.redis_url, batch,
                                                        duration, seed, epoch,
                                                        fake_tokens=True))
                 body = ("binary" if binary else "JSON") + (
-                    f", {metrics} metrics" if metrics > 1 else "")
+                    f", {metrics} metrics, {per_token} per token" if metrics > 1 else "")
                 runs.append(summarise("collector", workers, batch, pair["collector"], body))
                 if pair["minimal"]:
                     runs.append(summarise("minimal", workers, batch, pair["minimal"]))
@@ -284,8 +289,10 @@ def _tables(runs: list[IngestRun], single: list[float], method: str, ceiling: fl
         f"({', '.join(f'{c} connections at batch {b}' for b, c in CONNECTIONS.items())}), "
         f"{duration:g} s per run, median of the runs shown in CASES, the collector's and the "
         "minimal endpoint's runs interleaved; GRR over 64 values, one counter per report; "
-        "every report a fresh signed token (the test issuer key, 1024 bits) and report id; "
-        "the minimal endpoint (JSON, no checks) gets unsigned tokens of the same length.  "
+        "signed tokens of the epoch (tokens-v2, the test issuer key, 1024 bits), one per "
+        "report (each report another device) or, in the '20 metrics' rows, one per 20 "
+        "reports (50 devices x 20 metrics per batch); fresh report ids; the minimal "
+        "endpoint (JSON, no checks) gets unsigned tokens of the same length.  "
         "'script us/report': Redis' own time in the ingest script per report (INFO "
         "commandstats); 'Redis limit' = 1e6 / that: the most one Redis core can ingest "
         "with these writes.  The generator shares the machine's cores with the server "

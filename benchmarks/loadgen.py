@@ -99,26 +99,36 @@ def build_requests(
     binary: bool = False,
     fake_tokens: bool = False,
     metrics: int = 1,
+    per_token: int = 1,
 ) -> list[tuple[bytes, int]]:
     """``count`` framed requests of ``batch`` distinct-device reports each (bytes, reports);
     ``binary``: the binary batch of ``ldp_core.wire`` instead of JSON; ``fake_tokens``:
     random text of a token's length instead of signed tokens (for the minimal
     endpoint, which checks none: it saves the minting); ``metrics`` > 1: report i goes
     to metric ``<metric>.<i mod metrics>`` (registered alike), as a device's batch
-    spreads over its metrics."""
+    spreads over its metrics; ``per_token`` (<= ``metrics``, and dividing ``batch``):
+    how many consecutive reports, one device's, share one token."""
+    if per_token > metrics or batch % per_token:
+        raise ValueError(f"per_token {per_token} must be <= metrics {metrics} and divide "
+                         f"batch {batch}")
     m = mechanism(mech_name, epsilon=epsilon, domain_size=domain_size)
     rng = random.Random(seed)
     total = batch * count
     values = zipf_values(domain_size, total, seed)
     payloads = [m.encode(m.randomize(int(v), rng=rng)) for v in values]
-    # Valid tokens of the unit, signed with the test issuer key (0.1 ms each, in setup).
+    # Valid tokens of the epoch (the benchmark metrics are daily), signed with the test
+    # issuer key (0.1 ms each, in setup).  A token is one device's: it covers that
+    # device's reports of every metric of the epoch, so ``per_token`` consecutive
+    # reports (of as many different metrics) share one.
     names = [metric] if metrics == 1 else [f"{metric}.{k}" for k in range(metrics)]
     metric_of = [names[i % metrics] for i in range(batch)]
+    devices = -(-total // per_token)
     if fake_tokens:
-        size = len(mint(metric, version, epoch))
-        tokens = [b64url(os.urandom(size * 3 // 4 + 1))[:size] for _ in range(total)]
+        size = len(mint("day", epoch))
+        distinct = [b64url(os.urandom(size * 3 // 4 + 1))[:size] for _ in range(devices)]
     else:
-        tokens = [mint(metric_of[i % batch], version, epoch) for i in range(total)]
+        distinct = [mint("day", epoch) for _ in range(devices)]
+    tokens = [distinct[i // per_token] for i in range(total)]
     ids = os.urandom(16 * total).hex()
     out = []
     for r in range(count):
@@ -235,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="send the binary batch (application/vnd.ldp.batch)")
     ap.add_argument("--metrics", type=int, default=1,
                     help="spread each batch over METRICS metrics <metric>.<k>")
+    ap.add_argument("--per-token", type=int, default=1,
+                    help="consecutive reports (one device's, of distinct metrics) per token")
     ap.add_argument("--fake-tokens", action="store_true",
                     help="unsigned random tokens (for the minimal endpoint only)")
     ap.add_argument("--seed", type=int, default=0)
@@ -245,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     requests = build_requests(host, args.key, args.metric, args.version, args.epoch,
                               args.mechanism, args.domain_size, args.epsilon, args.batch,
                               count + warmup, args.gzip, args.seed, binary=args.binary,
-                              fake_tokens=args.fake_tokens, metrics=args.metrics)
+                              fake_tokens=args.fake_tokens, metrics=args.metrics,
+                              per_token=args.per_token)
     result = asyncio.run(run(args.url, requests, args.connections, args.duration, warmup))
     print(json.dumps(result.as_json()))
 

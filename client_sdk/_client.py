@@ -197,6 +197,7 @@ class Client:
                       max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(where.url, where.api_key, store, catalog, self._guard,
                                   self.config, background=background, pins=pins)
+        self._pipeline.tokens.clock = clock   # stock of epochs before the clock's is dead
         self._ledger = SqliteLedger(store)
         if self._opted_out:
             self._pipeline.stop()

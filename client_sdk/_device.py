@@ -182,6 +182,7 @@ class DeviceState:
                 payload_text(m.encode(report)),
                 m.epsilon,
                 install,
+                spec.epoch,                                 # the token's epoch length
             )
             if spool is not None:
                 spool(row)

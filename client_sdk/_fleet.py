@@ -95,6 +95,7 @@ class Fleet:
                                   self.config, background=background,
                                   pins=IssuerPins.of(issuer_keys))
         self._pipeline.tokens.ahead = False  # simulated devices ask only for what they send
+        self._pipeline.tokens.clock = clock
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})
         self._lifetime_budgets = dict(lifetime_budgets or {})

@@ -84,7 +84,8 @@ class Pipeline(Sender):
         self.tokens = TokenManager(
             store, transport, self.url,
             lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": USER_AGENT},
-            pins=pins,
+            pins=pins,  # rows of an older SDK: their metric's epoch length, from the catalog
+            period_of=lambda name, _version: None if (s := catalog.get(name)) is None else s.epoch,
         )
         self._init_state()
         self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (

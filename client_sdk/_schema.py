@@ -1,7 +1,7 @@
 """The state file's schema: the spool and the ledger, and its one upgrade path.
 
 >>> SCHEMA_VERSION
-3
+4
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from client_sdk._errors import StateError
 
 __all__ = ["SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spool (
@@ -27,18 +27,18 @@ CREATE TABLE IF NOT EXISTS spool (
     size INTEGER NOT NULL,
     lease_until REAL NOT NULL DEFAULT 0,
     lease_pid INTEGER NOT NULL DEFAULT 0,
-    install TEXT NOT NULL DEFAULT ''
+    install TEXT NOT NULL DEFAULT '',
+    period TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE IF NOT EXISTS tokens (
+CREATE TABLE IF NOT EXISTS stock (
     install TEXT NOT NULL,
-    metric TEXT NOT NULL,
-    version INTEGER NOT NULL,
+    period TEXT NOT NULL,
     epoch INTEGER NOT NULL,
     nonce TEXT NOT NULL,
     blinded TEXT NOT NULL,
     inv TEXT NOT NULL,
     token TEXT,
-    PRIMARY KEY (install, metric, version, epoch, nonce)
+    PRIMARY KEY (install, period, epoch)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS budget (
     metric TEXT NOT NULL,
@@ -92,6 +92,19 @@ ALTER TABLE spool ADD COLUMN install TEXT NOT NULL DEFAULT '';
 UPDATE spool SET token = '';
 """
 
+#: Schema 3 to 4: one token per (install, epoch length, epoch) instead of per (install,
+#: metric, version, epoch).  The old stock and pending requests (version-1 tokens) are
+#: dropped: waiting reports ask for a version-2 token instead (the issuer's limit on
+#: those is fresh).  Rows that already hold a version-1 token keep it: the collector
+#: accepts it during the transition.  ``period`` of old rows is filled in from the
+#: catalog by ``client_sdk._tokens`` (it is not in the file); rows holding a version-1
+#: token get period "v1": their token is never returned to the stock of an epoch.
+_MIGRATE_3 = """
+ALTER TABLE spool ADD COLUMN period TEXT NOT NULL DEFAULT '';
+UPDATE spool SET period = 'v1' WHERE token <> '';
+DROP TABLE IF EXISTS tokens;
+"""
+
 
 def upgrade(conn: sqlite3.Connection, target: str) -> None:
     """Create or migrate the schema, once, whoever else opens the file meanwhile."""
@@ -110,6 +123,9 @@ def upgrade(conn: sqlite3.Connection, target: str) -> None:
                 conn.execute(statement)
         if version in (1, 2):
             for statement in _statements(_MIGRATE_2):
+                conn.execute(statement)
+        if version in (1, 2, 3):
+            for statement in _statements(_MIGRATE_3):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")

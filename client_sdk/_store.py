@@ -15,13 +15,17 @@ Tables (nothing in them is a true value, an IP address or a device id):
   charged: epochs never move backwards, whatever the wall clock says.
 - ``versions``: the mechanism fingerprint each (name, version) had when it was
   first charged: a spec changed under its version is refused.
-- ``tokens``: report tokens (``client_sdk._tokens``): asked for (nonce, blinded
-  message and unblinding factor, ``token`` NULL) or in stock (``token`` set),
-  per install key and unit; a stock token moves into the spool row it is spent
-  on, in one transaction, so each token goes with exactly one report.
+- ``stock``: report tokens (``client_sdk._tokens``), one per install key and
+  unit (epoch length ``period``, epoch): asked for (nonce, blinded message and
+  unblinding factor, ``token`` NULL) or in stock (``token`` set).  A stock
+  token is copied into every spool row of its unit, whatever the metric, in
+  one transaction; it stays in the stock until its epoch is over and no report
+  waits for it.
 
 A spool row is sent only once it holds a token (``token`` <> ''); ``install``
-is the per-install key (derived from the device secret) that asks for it.
+is the per-install key (derived from the device secret) that asks for it,
+``period`` its metric's epoch length ("hour" or "day"; in rows of an older
+SDK, '' until the catalog names it, or "v1" if it holds a version-1 token).
 
 ``client_sdk._ledger.SqliteLedger`` reads and charges them in one
 ``BEGIN IMMEDIATE`` transaction (with the spooled report, in durability
@@ -58,8 +62,8 @@ from client_sdk._schema import upgrade
 __all__ = ["Claimed", "Row", "Store", "discard", "private_file"]
 
 _INSERT = (
-    "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, install, size)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO spool (report_id, metric, version, epoch, token, payload, charge, install,"
+    " period, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: Fixed per-row overhead counted against the byte quota (ids, token, keys).
 ROW_OVERHEAD = 140
@@ -79,6 +83,7 @@ class Row(NamedTuple):
     payload: str
     charge: float
     install: str = ""
+    period: str = ""
 
     @property
     def size(self) -> int:
@@ -348,24 +353,28 @@ def discard(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> i
     """Delete the spooled reports ``where`` selects (inside a transaction); returns how many.
 
     A report that never left the device (never leased for a delivery attempt,
-    ``lease_pid = 0``) gives its epsilon back to its (name, epoch) and its token
-    back to the stock: nobody saw it, so the unit was not spent.  A report that
-    may have been sent keeps both.  The lifetime charge of a memoised value is
-    never given back: its permanent response stays drawn.
+    ``lease_pid = 0``) gives its epsilon back to its (name, epoch): nobody saw
+    it, so the unit was not spent.  Its token is one of its epoch, shared with
+    the device's other reports of that epoch: it goes back to the stock only if
+    it is unused (no other report holds it) and the stock has none for the
+    epoch (it normally still has it: a stock token stays while its epoch can
+    get reports).  A report that may have been sent keeps its charge.  The
+    lifetime charge of a memoised value is never given back: its permanent
+    response stays drawn.
     """
     rows = conn.execute(
-        f"SELECT seq, metric, version, epoch, charge, lease_pid, token, install"  # noqa: S608
+        f"SELECT seq, metric, epoch, charge, lease_pid, token, install, period"  # noqa: S608
         f" FROM spool WHERE {where}", params).fetchall()
-    for seq, metric, version, epoch, charge, lease_pid, token, install in rows:
+    conn.execute(f"DELETE FROM spool WHERE {where}", params)  # noqa: S608
+    for _seq, metric, epoch, charge, lease_pid, token, install, period in rows:
         if lease_pid:
             continue
         _refund(conn, metric, epoch, charge)
-        if token:
+        if token and period in ("hour", "day") and conn.execute(
+                "SELECT 1 FROM spool WHERE token = ? LIMIT 1", (token,)).fetchone() is None:
             conn.execute(
-                "INSERT OR IGNORE INTO tokens (install, metric, version, epoch, nonce, blinded,"
-                " inv, token) VALUES (?, ?, ?, ?, ?, '', '', ?)",
-                (install, metric, version, epoch, f"returned-{seq}", token))
-    conn.execute(f"DELETE FROM spool WHERE {where}", params)  # noqa: S608
+                "INSERT OR IGNORE INTO stock (install, period, epoch, nonce, blinded, inv, token)"
+                " VALUES (?, ?, ?, '', '', '', ?)", (install, period, epoch, token))
     return len(rows)
 
 

@@ -1,19 +1,26 @@
-"""Report tokens on the device: a stock per unit, fetched when online, one per report.
+"""Report tokens on the device: one per epoch, fetched when online, on every report of it.
 
-A spooled report is sent only with a token of its unit (metric, version,
-epoch): ``TokenManager.ready`` (called by the sender before each claim)
+A token's unit is an epoch of one length (period "hour" or "day", epoch
+index).  A spooled report is sent only with the token of its metric's period
+and its epoch: ``TokenManager.ready`` (called by the sender before each claim)
 
-1. gives each waiting report a stock token of its unit (one transaction: the
-   token moves into the spool row, so a retry resends the same token and the
-   collector answers ``duplicate``, never counting it twice);
+1. gives each waiting report the stock token of its unit (one transaction:
+   the token is copied into the spool row, so a retry resends the same token
+   and the collector answers ``duplicate``, never counting it twice); the
+   same token goes on the reports of every metric of that period and epoch
+   (the collector spends it once per metric), and stays in the stock while
+   its epoch can still get reports;
 2. for units still without one, asks the issuer (``POST /v1/tokens``, blind
    RSA, ``ldp_core.tokens``), authenticated by the device's install key; it
-   also asks for the next epoch of each such metric, so that the token of a
+   also asks for the next epoch of each such period, so that the token of a
    report is usually fetched an epoch before it is spent (less timing link
    between issuance and spending, and offline epochs already have tokens);
 3. keeps the blinded request (nonce, blinded message, unblinding factor) in
    the store *before* sending it, so a lost answer is asked again with the
-   same blinded message, which the issuer signs again.
+   same blinded message, which the issuer signs again;
+4. deletes stock tokens (and requests) of epochs that are over (before the
+   current epoch of ``clock``, the Client's clock) once no report waits for
+   them: a new report never has an earlier epoch than the clock's.
 
 The issuer's key must be pinned by the app (``client_sdk._pins``): a key that
 is not is refused before any token is asked with it (``issuer_key_unpinned``,
@@ -21,9 +28,9 @@ a configuration error: logged at ERROR once per key, counted in
 ``unpinned``); the reports wait, and the key is asked again with backoff.
 
 A unit the issuer refuses for good (``token_limit``: this install already got
-its token for the unit; ``epoch_expired``; ``unknown_metric`` ...) drops its
-waiting reports, counted in ``dropped`` under that code.  Without network,
-reports wait in the spool (bounded by its quotas) until tokens come.
+its token for the epoch; ``epoch_expired`` ...) drops its waiting reports,
+counted in ``dropped`` under that code.  Without network, reports wait in the
+spool (bounded by its quotas) until tokens come.
 
 >>> TokenManager.FINAL >= {"token_limit", "epoch_expired"}
 True
@@ -33,13 +40,16 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from client_sdk._pins import IssuerPins
 from client_sdk._store import Store, discard
 from client_sdk._transport import Response, Transport
+from ldp_core.metric import EPOCH_SECONDS
 from ldp_core.tokens import (
     PendingToken,
     PublicKey,
@@ -96,32 +106,39 @@ def _check(answer: Response, what: str) -> None:
 
 log = logging.getLogger("client_sdk")
 
-Unit = tuple[str, str, int, int]  # install, metric, version, epoch
+Unit = tuple[str, str, int]  # install, period, epoch
 #: Units asked in one POST /v1/tokens (the collector's default limit).
 MAX_UNITS = 256
 
 
 class TokenManager:
-    """See the module docstring; one per Pipeline (thread-safe)."""
+    """See the module docstring; one per Pipeline (thread-safe).
 
-    FINAL = frozenset({"token_limit", "epoch_expired", "epoch_in_future", "unknown_metric",
-                       "unknown_version",
-                       "bad_unit", "bad_blinded"})
+    ``period_of(metric, version)``: the epoch length of a metric (the catalog's),
+    needed only for rows spooled by an older SDK, which did not store it.
+    """
+
+    FINAL = frozenset({"token_limit", "epoch_expired", "epoch_in_future", "bad_unit",
+                       "bad_blinded", "unit_retired"})
 
     def __init__(self, store: Store, transport: Transport, url: str,
                  headers: Callable[[], dict[str, str]], *, ahead: bool = True,
-                 pins: IssuerPins | None = None) -> None:
+                 pins: IssuerPins | None = None,
+                 period_of: Callable[[str, int], str | None] | None = None) -> None:
         self.store = store
         #: The issuer keys the app accepts (none pinned: any, with one WARNING).
         self.pins = pins or IssuerPins(frozenset())
         #: Times an unpinned issuer key was refused (a configuration error).
         self.unpinned = 0
         self._logged_keys: set[str] = set()
-        #: Also ask for the next epoch of each metric (a Fleet, a simulation, does not).
+        #: Also ask for the next epoch of each period (a Fleet, a simulation, does not).
         self.ahead = ahead
         self.transport = transport
         self.url = url
         self._headers = headers
+        self._period_of = period_of
+        #: The clock of the reports' epochs (the Client's): stock of earlier epochs is dead.
+        self.clock: Callable[[], float] = time.time
         self._key: PublicKey | None = None
         self._lock = threading.Lock()
         #: True if the last ``ready`` tried to fetch tokens and failed (a retry).
@@ -171,46 +188,59 @@ class TokenManager:
     # -- the store side ------------------------------------------------------------------
 
     def _assign(self) -> list[Unit]:
-        """Move stock tokens into waiting rows; the units still waiting, oldest first."""
+        """Copy stock tokens into waiting rows and delete dead stock; the units still
+        waiting, oldest first."""
         with self.store.transaction() as conn:
             if self.default_install is not None:
                 conn.execute("UPDATE spool SET install = ? WHERE install = ''",
                              (self.default_install,))
+            self._name_periods(conn)
+            now = self.clock()
+            for period, seconds in EPOCH_SECONDS.items():
+                conn.execute(
+                    "DELETE FROM stock WHERE period = ? AND epoch < ? AND NOT EXISTS (SELECT 1"
+                    " FROM spool WHERE spool.token = '' AND spool.install = stock.install AND"
+                    " spool.period = stock.period AND spool.epoch = stock.epoch)",
+                    (period, int(now // seconds)))
             waiting = conn.execute(
-                "SELECT seq, install, metric, version, epoch FROM spool WHERE token = ''"
-                " ORDER BY seq").fetchall()
+                "SELECT install, period, epoch FROM spool WHERE token = '' AND period IN"
+                " ('hour', 'day') GROUP BY install, period, epoch ORDER BY MIN(seq)").fetchall()
             if not waiting:
                 return []
-            stock: dict[Unit, list[tuple[str, str]]] = defaultdict(list)
-            for install, metric, version, epoch, nonce, token in conn.execute(
-                    "SELECT install, metric, version, epoch, nonce, token FROM tokens"
-                    " WHERE token IS NOT NULL"):
-                stock[(install, metric, version, epoch)].append((nonce, token))
-            missing: dict[Unit, None] = {}
-            for seq, *unit_fields in waiting:
-                unit: Unit = tuple(unit_fields)
-                if stock.get(unit):
-                    nonce, token = stock[unit].pop()
-                    conn.execute("UPDATE spool SET token = ? WHERE seq = ?", (token, seq))
-                    conn.execute("DELETE FROM tokens WHERE install = ? AND metric = ? AND"
-                                 " version = ? AND epoch = ? AND nonce = ?", (*unit, nonce))
+            stock: dict[Unit, str] = {
+                (i, p, e): t for i, p, e, t in conn.execute(
+                    "SELECT install, period, epoch, token FROM stock WHERE token IS NOT NULL")}
+            missing: list[Unit] = []
+            for install, period, epoch in waiting:
+                unit: Unit = (install, period, epoch)
+                if unit in stock:
+                    conn.execute("UPDATE spool SET token = ? WHERE token = '' AND install = ?"
+                                 " AND period = ? AND epoch = ?", (stock[unit], *unit))
                 else:
-                    missing[unit] = None
-        return list(missing)
+                    missing.append(unit)
+        return missing
+
+    def _name_periods(self, conn: sqlite3.Connection) -> None:
+        """The period of waiting rows spooled by an older SDK, from the catalog."""
+        if self._period_of is None:
+            return
+        for metric, version in conn.execute(
+                "SELECT DISTINCT metric, version FROM spool WHERE period = ''").fetchall():
+            period = self._period_of(metric, version)
+            if period in EPOCH_SECONDS:
+                conn.execute("UPDATE spool SET period = ? WHERE period = '' AND metric = ?"
+                             " AND version = ?", (period, metric, version))
 
     def _pending(self) -> dict[Unit, PendingToken]:
         rows = self.store.query(
-            "SELECT install, metric, version, epoch, nonce, blinded, inv FROM tokens"
-            " WHERE token IS NULL")
-        return {(i, m, v, e): PendingToken(m, v, e, bytes.fromhex(n), bytes.fromhex(b), int(x, 16))
-                for i, m, v, e, n, b, x in rows}
+            "SELECT install, period, epoch, nonce, blinded, inv FROM stock WHERE token IS NULL")
+        return {(i, p, e): PendingToken(p, e, bytes.fromhex(n), bytes.fromhex(b), int(x, 16))
+                for i, p, e, n, b, x in rows}
 
     def _stocked(self) -> set[Unit]:
-        rows = self.store.query("SELECT DISTINCT install, metric, version, epoch FROM tokens")
-        return {tuple(r) for r in rows}
+        return {tuple(r) for r in self.store.query("SELECT install, period, epoch FROM stock")}
 
     # -- the network side ----------------------------------------------------------------
-
     def _public_key(self, timeout: float) -> PublicKey:
         if self._key is None:
             answer = self.transport.send("GET", f"{self.url}/v1/tokens/key", self._headers(),
@@ -237,11 +267,11 @@ class TokenManager:
         for unit in missing:
             wanted[unit[0]].append(unit)
         for install, units in wanted.items() if self.ahead else ():  # one epoch ahead
-            latest: dict[tuple[str, int], int] = {}
-            for _, metric, version, epoch in units:
-                latest[(metric, version)] = max(epoch, latest.get((metric, version), epoch))
-            for (metric, version), epoch in latest.items():
-                ahead = (install, metric, version, epoch + 1)
+            latest: dict[str, int] = {}
+            for _, period, epoch in units:
+                latest[period] = max(epoch, latest.get(period, epoch))
+            for period, epoch in latest.items():
+                ahead = (install, period, epoch + 1)
                 if ahead not in stocked:
                     units.append(ahead)
         for unit in pending:  # asked before, answer lost: ask again, same blinded message
@@ -251,13 +281,13 @@ class TokenManager:
         for units in wanted.values():
             for unit in units:
                 if unit not in pending:
-                    pending[unit] = prepare(key, unit[1], unit[2], unit[3])
+                    pending[unit] = prepare(key, unit[1], unit[2])
                     fresh.append((unit, pending[unit]))
         if fresh:  # kept before asking: a lost answer is asked again, same blinded message
             with self.store.transaction() as conn:
                 conn.executemany(
-                    "INSERT OR IGNORE INTO tokens (install, metric, version, epoch, nonce,"
-                    " blinded, inv, token) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                    "INSERT OR IGNORE INTO stock (install, period, epoch, nonce, blinded, inv,"
+                    " token) VALUES (?, ?, ?, ?, ?, ?, NULL)",
                     [(*u, p.nonce.hex(), p.blinded.hex(), format(p.inv, "x")) for u, p in fresh])
         dropped: Counter[str] = Counter()
         for install, units in wanted.items():
@@ -269,8 +299,8 @@ class TokenManager:
     def _ask(self, key: PublicKey, install: str, chunk: list[tuple[Unit, PendingToken]],
              timeout: float, missing: set[Unit]) -> Counter[str]:
         body = json.dumps({"units": [
-            {"metric": p.metric, "version": p.version, "epoch": p.epoch,
-             "blinded": b64url(p.blinded)} for _, p in chunk]}).encode()
+            {"period": p.period, "epoch": p.epoch, "blinded": b64url(p.blinded)}
+            for _, p in chunk]}).encode()
         headers = {**self._headers(), "Content-Type": "application/json",
                    "LDP-Install-Key": install}
         answer = self.transport.send("POST", f"{self.url}/v1/tokens", headers, body, timeout)
@@ -285,14 +315,14 @@ class TokenManager:
                 if result.get("status") == "issued":
                     token = wire_token(key, p, unb64url(result["blind_sig"]))
                     self.progress = True
-                    conn.execute("UPDATE tokens SET token = ? WHERE install = ? AND metric = ?"
-                                 " AND version = ? AND epoch = ? AND nonce = ?", (token, *where))
+                    conn.execute("UPDATE stock SET token = ? WHERE install = ? AND period = ?"
+                                 " AND epoch = ? AND nonce = ?", (token, *where))
                 elif result.get("code") in self.FINAL:
-                    conn.execute("DELETE FROM tokens WHERE install = ? AND metric = ? AND"
-                                 " version = ? AND epoch = ? AND nonce = ?", where)
+                    conn.execute("DELETE FROM stock WHERE install = ? AND period = ? AND"
+                                 " epoch = ? AND nonce = ?", where)
                     if unit in missing:
-                        gone = discard(conn, "token = '' AND install = ? AND metric = ?"
-                                       " AND version = ? AND epoch = ?", unit)
+                        gone = discard(conn, "token = '' AND install = ? AND period = ?"
+                                       " AND epoch = ?", unit)
                         dropped[str(result["code"])] += gone
         if dropped:
             self.store.remove([])  # recount after the deletes

@@ -61,7 +61,7 @@ from collector.routers import health, metrics, reports, tokens
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import HttpMetrics, Telemetry
-from collector.tokens import TokenService, load_token_key
+from collector.tokens import TokenService, load_token_key, load_v1_until
 from ldp_server.headers import API_HEADERS, install_security_headers
 from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
@@ -105,7 +105,9 @@ def create_app(
         app.state.store = store
         app.state.tokens = TokenService.of(
             await load_token_key(store.client, settings.token_key_file,
-                                 dev=settings.env != "prod"))
+                                 dev=settings.env != "prod"),
+            v1_until=await load_v1_until(store.client, runtime.clock(),
+                                         settings.token_ahead_hours * 3600))
         ready = await store.ready()
         log_event(log, "collector_started", env=settings.env, redis=settings.redis_target,
                   redis_ready=ready, shards=settings.shards)

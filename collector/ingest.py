@@ -16,8 +16,8 @@ Validation of one report, in this order (the first failure is its code):
     bad_report_id       report_id is not 32 lowercase hex characters
     bad_token           token is not base64url text of 43..1400 characters; later
                         (``collector.tokens``, off the event loop) also a token
-                        whose signature does not verify for the report's metric,
-                        version and epoch
+                        whose signature does not verify for the report's epoch
+                        (its metric's epoch length and the epoch index)
     <mechanism code>    ``spec.build().decode(payload)`` raised ReportError(code):
                         payload_type, bucket_out_of_range, seed_out_of_range,
                         bitvector_length, payload_encoding, bit_out_of_range

@@ -1,7 +1,9 @@
 """Report tokens on the collector: the issuer's key, its per-device limits, verification.
 
 A report counts only with a token (``ldp_core.tokens``: blind RSA, RFC 9474)
-that the issuer signed for the report's unit (metric, version, epoch).  The
+that the issuer signed for the report's epoch (epoch length, epoch index),
+e.g. ("day", 20423); one token serves every metric of that epoch length and
+epoch, spent once per metric (the store's per-slot state).  The
 issuer is ``routers.tokens`` in the same service (it shares the spec registry
 to check units, Redis for its limits, and the key ring); the verifier needs
 only the public key, so the issuer can move to a service of its own by
@@ -11,15 +13,25 @@ Device authentication is a seam (``DeviceAuth``): it turns a request into an
 opaque *subject* digest that the per-unit limit is keyed by.  The default,
 ``InstallKeyAuth``, is a random per-install key the device draws once and
 sends as ``LDP-Install-Key`` (base64url, 32 bytes): registered on first
-contact, one token per install and unit.  What each choice buys is in
-notes/tokens-readme.md: an install key bounds what one install gets, not how
-many installs an attacker makes; an account or an app attestation (Play
-Integrity, App Attest) bounds the number of subjects as well.
+contact, one token per install and unit.  What each choice buys is in the
+README ("The issuer and how a device authenticates"): an install key bounds
+what one install gets, not how many installs an attacker makes; an account or
+an app attestation (Play Integrity, App Attest) bounds the number of subjects
+as well.
 
 Issuer state (per subject, expires with the last unit's acceptance window):
 
-    ldp:{i:<subject hex>}   HASH  "<metric>|<version>|<epoch>" -> 8-byte digest of
-                                  the blinded message signed for that unit
+    ldp:{i:<subject hex>}   HASH  "<period>|<epoch>" -> 8-byte digest of the
+                                  blinded message signed for that unit (fields
+                                  "<metric>|<version>|<epoch>" of version-1
+                                  tokens may remain until they expire)
+
+Transition from version-1 tokens (bound to (metric, version, epoch)): the
+first collector of version 2 writes its start time to ``V2_SINCE`` (once,
+NX); a report whose epoch starts before that time + ``LDP_TOKEN_AHEAD_HOURS``
+(the last epoch a version-1 issuer could have signed for) may carry a
+version-1 token: its token is tried as version 2, then as version 1.  Those
+epochs leave the acceptance window by themselves, and with them version 1.
 
 A second request for a unit with the same blinded message is signed again
 (a lost answer can be retried); another blinded message is refused
@@ -40,11 +52,13 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any, Protocol
 
+import redis.exceptions
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from collector.store import ValidReport
 from collector.token_crypto import TokenKey, Verifier
+from ldp_core.tokens import unit_digest, unit_digest_v1
 from ldp_server.problems import Problem
 from ldp_server.redis_client import RedisClient
 
@@ -54,10 +68,12 @@ __all__ = [
     "InstallKeyAuth",
     "TokenService",
     "load_token_key",
+    "load_v1_until",
     "subject_key",
 ]
 
 TOKEN_KEY = "ldp:{spec}:token-key"  # noqa: S105 - a key name, not a secret
+V2_SINCE = "ldp:{spec}:token-v2-since"
 INSTALL_HEADER = "ldp-install-key"
 
 # KEYS[1] the subject's hash; ARGV[1] EXPIREAT (the max over the request);
@@ -137,28 +153,63 @@ async def load_token_key(client: RedisClient, path: str | None, *, dev: bool) ->
     return TokenKey.from_pem(pem)
 
 
+async def load_v1_until(client: RedisClient, now: float, ahead_seconds: int) -> float:
+    """The start time of the last epoch whose reports may carry a version-1 token:
+    the first version-2 collector's start (``V2_SINCE``, written once) + the
+    issuer's ahead window.  If Redis cannot be reached (a collector starts before
+    it), this start counts as the first: later, never earlier, than the truth."""
+    try:
+        await client.set(V2_SINCE, str(int(now)), nx=True)
+        since = await client.get(V2_SINCE)
+    except (redis.exceptions.RedisError, OSError):
+        since = None
+    return (int(since) if isinstance(since, bytes) else int(now)) + ahead_seconds
+
+
 @dataclass(frozen=True)
 class TokenService:
-    """The key and verifier of a collector process, and the device-auth seam."""
+    """The key and verifier of a collector process, and the device-auth seam.
+
+    ``v1_until``: reports of epochs that start at or before it (unix seconds)
+    may carry a version-1 token (None: none may).
+    """
 
     key: TokenKey
     verifier: Verifier
     auth: DeviceAuth
+    v1_until: float | None = None
 
     @classmethod
-    def of(cls, key: TokenKey, auth: DeviceAuth | None = None) -> TokenService:
-        return cls(key, Verifier([key.public]), auth or InstallKeyAuth())
+    def of(cls, key: TokenKey, auth: DeviceAuth | None = None, *,
+           v1_until: float | None = None, cache_size: int = 65536) -> TokenService:
+        return cls(key, Verifier([key.public], cache_size=cache_size),
+                   auth or InstallKeyAuth(), v1_until)
+
+    def units(self, report: ValidReport) -> tuple[bytes, ...]:
+        """The unit digests a report's token may be signed for, in the order tried."""
+        spec, epoch = report.spec, report.epoch
+        v2 = unit_digest(spec.epoch, epoch)
+        if self.v1_until is not None and epoch * spec.epoch_seconds <= self.v1_until:
+            return v2, unit_digest_v1(spec.name, spec.version, epoch)
+        return (v2,)
 
     async def verify(
         self, reports: Sequence[ValidReport], positions: Sequence[int]
     ) -> tuple[list[ValidReport], list[int], list[int]]:
         """(reports with a valid token, their positions, positions of bad tokens).
 
-        The RSA checks (~25-50 us each) run in a worker thread: a batch of 1000
-        never holds the event loop.  A valid report's ``token`` becomes its
-        nonce (hex): what the store's per-report state is keyed by.
+        The RSA checks (25-45 us each, one per distinct token and unit of the
+        batch, fewer with the verifier's cache) run in a worker thread: a batch
+        of 1000 never holds the event loop.  A valid report's ``token`` becomes
+        its nonce (hex): what the store's per-report state is keyed by.
         """
-        items = [(r.token, r.spec.name, r.spec.version, r.epoch) for r in reports]
+        digests: dict[tuple[str, int, str, int], tuple[bytes, ...]] = {}
+        items: list[tuple[object, tuple[bytes, ...]]] = []
+        for r in reports:
+            unit = (r.spec.epoch, r.epoch, r.spec.name, r.spec.version)
+            if unit not in digests:
+                digests[unit] = self.units(r)
+            items.append((r.token, digests[unit]))
         nonces = await run_in_threadpool(self.verifier.check_all, items)
         good: list[ValidReport] = []
         good_positions: list[int] = []
@@ -176,9 +227,9 @@ class TokenService:
         return [self.key.blind_sign(b) for b in blinded]
 
 
-def issue_args(units: Sequence[tuple[str, int, int, bytes]], expire_at: int) -> list[Any]:
-    """ARGV of ``ISSUE_LUA`` for (metric, version, epoch, blinded) units."""
+def issue_args(units: Sequence[tuple[str, int, bytes]], expire_at: int) -> list[Any]:
+    """ARGV of ``ISSUE_LUA`` for (period, epoch, blinded) units."""
     args: list[Any] = [expire_at]
-    for metric, version, epoch, blinded in units:
-        args += [f"{metric}|{version}|{epoch}", blake2b(blinded, digest_size=8).digest()]
+    for period, epoch, blinded in units:
+        args += [f"{period}|{epoch}", blake2b(blinded, digest_size=8).digest()]
     return args

@@ -4,18 +4,22 @@ The scheme is RSABSSA-SHA384-PSS-Deterministic (RFC 9474 section 5: SHA-384,
 MGF1-SHA-384, 48-byte salt, identity message preparation), the one Privacy
 Pass token type 0x0002 uses (RFC 9578 section 6).  A device
 
-1. draws a 32-byte ``nonce`` and builds the token input of its *unit* (metric,
-   version, epoch): ``0x0002 || nonce || unit_digest || key_id`` (98 bytes,
-   the RFC 9578 layout, with the TokenChallenge digest replaced by the unit);
+1. draws a 32-byte ``nonce`` and builds the token input of its *unit*, an
+   epoch of one length (period "hour" or "day", epoch index), e.g. ("day",
+   20423): ``0x0002 || nonce || unit_digest || key_id`` (98 bytes, the RFC
+   9578 layout, with the TokenChallenge digest replaced by the unit);
 2. blinds it (``blind``) and sends the blinded message to the issuer, which
    signs it without seeing it (``collector.token_crypto.TokenKey.blind_sign``);
 3. unblinds the answer (``finalize``, which also verifies the signature), and
-   keeps ``nonce || signature`` until it sends the report of that unit.
+   attaches ``nonce || signature`` to every report of that epoch, whatever the
+   metric: the collector spends a token once per metric.
 
 The token on the wire (``wire_token``) is ``base64url(nonce || signature)``
 without padding: 384 characters for a 2048-bit key.  The collector rebuilds
-the token input from the report's own metric, version and epoch, so a token
-is valid for one unit only, and verifies it with the issuer's public key.
+the token input from the report's epoch and its metric's epoch length, so a
+token is valid for one epoch only, and verifies it with the issuer's public
+key.  (Tokens of version 1 were bound to (metric, version, epoch):
+``unit_digest_v1``, still accepted by the collector during the transition.)
 Blinding makes the signature independent of what the issuer saw: the issuer
 and the collector together cannot tell which issuance a token came from.
 
@@ -25,7 +29,9 @@ Big-integer arithmetic is Python's ``int`` (``pow`` with a modulus, and with
 >>> key = PublicKey(n=3233, e=17)      # a toy key: only the arithmetic is shown here
 >>> key.modulus_bytes, len(key.key_id)
 (2, 32)
->>> unit_digest("browser", 1, 20421).hex()[:16]
+>>> unit_digest("day", 20423).hex()[:16]
+'e0f6508118846b82'
+>>> unit_digest_v1("browser", 1, 20421).hex()[:16]
 '5af8631c97582dd1'
 """
 
@@ -41,6 +47,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "NONCE_BYTES",
+    "PERIODS",
     "SALT_BYTES",
     "TOKEN_TYPE",
     "PendingToken",
@@ -56,12 +63,15 @@ __all__ = [
     "token_input",
     "unb64url",
     "unit_digest",
+    "unit_digest_v1",
     "verify",
     "wire_token",
 ]
 
 TOKEN_TYPE = 0x0002
 NONCE_BYTES = 32
+#: Epoch lengths a token unit may have (``ldp_core.metric.EPOCH_SECONDS``).
+PERIODS = ("hour", "day")
 SALT_BYTES = 48  # sLen of RSABSSA-SHA384-PSS-*: the SHA-384 output length
 _HASH_BYTES = 48
 
@@ -226,12 +236,26 @@ def finalize(key: PublicKey, msg: bytes, blind_sig: bytes, inv: int) -> bytes:
     return sig
 
 
-def unit_digest(metric: str, version: int, epoch: int) -> bytes:
-    """SHA-256 of the unit a token is for: "ldp-token-unit-v1" NUL metric NUL version NUL epoch.
+def unit_digest(period: str, epoch: int) -> bytes:
+    """SHA-256 of the unit a token is for: "ldp-token-unit-v2" NUL period NUL epoch.
 
     It takes the place of RFC 9578's challenge digest: a token signed for one
-    unit does not verify for any other metric, version or epoch.
+    epoch does not verify for any other epoch or epoch length.  ``period`` is
+    "hour" or "day", ``epoch`` the index (unix seconds // epoch length), in
+    decimal: ``unit_digest("day", 20423)`` is SHA-256 of
+    b"ldp-token-unit-v2\\x00day\\x0020423".
     """
+    if period not in PERIODS:
+        raise TokenError(f"token period must be one of {PERIODS}, got {period!r}")
+    if type(epoch) is not int or epoch < 0:
+        raise TokenError(f"token epoch must be an int >= 0, got {epoch!r}")
+    return hashlib.sha256(f"ldp-token-unit-v2\x00{period}\x00{epoch}".encode()).digest()
+
+
+def unit_digest_v1(metric: str, version: int, epoch: int) -> bytes:
+    """The unit digest of version-1 tokens, bound to one metric version:
+    SHA-256 of "ldp-token-unit-v1" NUL metric NUL version NUL epoch (the
+    collector still accepts such tokens during the transition)."""
     text = f"ldp-token-unit-v1\x00{metric}\x00{version}\x00{epoch}"
     return hashlib.sha256(text.encode()).digest()
 
@@ -250,26 +274,24 @@ class PendingToken:
     ``blinded`` is what the issuer sees; ``nonce`` and ``inv`` never leave the device.
     """
 
-    metric: str
-    version: int
+    period: str
     epoch: int
     nonce: bytes
     blinded: bytes
     inv: int
 
 
-def prepare(key: PublicKey, metric: str, version: int, epoch: int) -> PendingToken:
-    """A fresh nonce for the unit, blinded for the issuer (step 1 and 2 above)."""
+def prepare(key: PublicKey, period: str, epoch: int) -> PendingToken:
+    """A fresh nonce for the unit (period, epoch), blinded for the issuer (steps 1, 2)."""
     nonce = secrets.token_bytes(NONCE_BYTES)
-    msg = token_input(nonce, unit_digest(metric, version, epoch), key.key_id)
+    msg = token_input(nonce, unit_digest(period, epoch), key.key_id)
     blinded, inv = blind(key, msg)
-    return PendingToken(metric, version, epoch, nonce, blinded, inv)
+    return PendingToken(period, epoch, nonce, blinded, inv)
 
 
 def wire_token(key: PublicKey, pending: PendingToken, blind_sig: bytes) -> str:
     """The token the report carries: base64url(nonce || signature), verified first."""
-    msg = token_input(pending.nonce, unit_digest(pending.metric, pending.version, pending.epoch),
-                      key.key_id)
+    msg = token_input(pending.nonce, unit_digest(pending.period, pending.epoch), key.key_id)
     return b64url(pending.nonce + finalize(key, msg, blind_sig, pending.inv))
 
 

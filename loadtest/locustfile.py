@@ -126,7 +126,7 @@ class DeviceUser(FastHttpUser):
                 report = m.randomize(spec.index_of(true_value(spec, self.rng)))
                 out.append(Envelope(
                     spec.name, spec.version, epoch, secrets.token_hex(16),
-                    mint(spec.name, spec.version, epoch), m.encode(report),
+                    mint(spec.epoch, epoch), m.encode(report),
                 ))
         return out
 

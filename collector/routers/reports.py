@@ -8,7 +8,7 @@ The answer is 200 with one result per report, in order:
 ``{"accepted": a, "duplicates": d, "rejected": r, "results": [{"status":
 "accepted"|"duplicate"|"rejected", "code": null|"<reason>"}, ...]}``.  The
 good reports of a batch are stored even when others are rejected; a
-``duplicate`` is a report whose token was already spent: a retry of a
+``duplicate`` is a report whose token was already spent in its metric: a retry of a
 delivered report (or a token reused by another report, not counted either).
 """
 

@@ -2,9 +2,9 @@
 
 ``POST /v1/tokens`` (ingest key + the device credential, by default
 ``LDP-Install-Key``) takes blinded messages for up to
-``LDP_TOKEN_UNITS_PER_REQUEST`` units:
+``LDP_TOKEN_UNITS_PER_REQUEST`` units, a unit being an epoch of one length:
 
-    {"units": [{"metric": "browser", "version": 1, "epoch": 20421,
+    {"units": [{"period": "day", "epoch": 20423,
                 "blinded": "<base64url, k bytes>"}, ...]}
 
 and answers 200, one result per unit, in order:
@@ -12,12 +12,15 @@ and answers 200, one result per unit, in order:
     {"key_id": "<hex>", "results": [{"status": "issued", "blind_sig": "<base64url>"},
                                     {"status": "rejected", "code": "token_limit"}, ...]}
 
-Per-unit codes: ``unknown_metric``, ``unknown_version``, ``bad_unit`` (not a
-metric name, int version and int epoch), ``epoch_expired`` (the epoch no
-longer accepts reports), ``epoch_in_future`` (more than
-``LDP_TOKEN_AHEAD_HOURS`` ahead), ``bad_blinded`` (not k bytes below the
-modulus), ``token_limit`` (this device already got a token for the unit, for
-another blinded message).  Batch problems: 400 invalid_json /
+One token per (device, period, epoch): a device attaches it to its reports of
+every metric of that epoch length and epoch.  Per-unit codes: ``bad_unit``
+(period not "hour" or "day", or epoch not an int >= 0), ``unit_retired`` (a
+version-1 unit, {"metric", "version", "epoch", ...}: an SDK that asks for
+those is told so without dropping its reports, which wait for its update),
+``epoch_expired`` (the epoch no longer accepts reports), ``epoch_in_future``
+(more than ``LDP_TOKEN_AHEAD_HOURS`` ahead), ``bad_blinded`` (not k bytes
+below the modulus), ``token_limit`` (this device already got a token for the
+unit, for another blinded message).  Batch problems: 400 invalid_json /
 invalid_request, 401 invalid_device, and those of every ingest route.
 """
 
@@ -34,7 +37,7 @@ from collector.ingest import inflate, read_limited
 from collector.routers.metrics import parse_json
 from collector.store import STATE_MARGIN_SECONDS
 from collector.tokens import ISSUE_LUA, TokenService, issue_args, subject_key
-from ldp_core.metric import NAME_PATTERN
+from ldp_core.metric import EPOCH_SECONDS
 from ldp_core.tokens import TokenError, b64url, unb64url
 from ldp_server.problems import Problem, json_response
 
@@ -76,24 +79,18 @@ async def issue_tokens(
     now = runtime.clock()
     acceptance = settings.acceptance_hours * 3600
     ahead = settings.token_ahead_hours * 3600
-    pairs = {(u.get("metric"), u.get("version")) for u in units if isinstance(u, dict)}
-    keys = {(m, v) for m, v in pairs
-            if type(m) is str and type(v) is int and NAME_PATTERN.match(m) and 0 < v < 1 << 31}
-    specs = await store.get_metrics(keys)
-    names = {m for m, _ in keys}
-    known = {m for m, _ in specs} | await store.known_names(names - {m for m, _ in specs})
     results: list[dict[str, Any]] = []
-    todo: list[tuple[int, str, int, int, bytes]] = []
+    todo: list[tuple[int, str, int, bytes]] = []
     expire_at = 0
     for i, unit in enumerate(units):
-        code, item = _check_unit(unit, specs, known, now, acceptance, ahead, k, public.n)
+        code, item = _check_unit(unit, now, acceptance, ahead, k, public.n)
         if code is not None:
             results.append({"status": "rejected", "code": code})
             continue
         assert item is not None
-        metric, version, epoch, blinded, end = item
+        period, epoch, blinded, end = item
         expire_at = max(expire_at, end + acceptance + STATE_MARGIN_SECONDS)
-        todo.append((i, metric, version, epoch, blinded))
+        todo.append((i, period, epoch, blinded))
         results.append({})
     if todo:
         verdict = await store.client.eval(
@@ -103,34 +100,28 @@ async def issue_tokens(
         for t, c in zip(todo, verdict.decode(), strict=True):
             if c != "0":
                 results[t[0]] = {"status": "rejected", "code": "token_limit"}
-        signatures = await run_in_threadpool(service.sign_all, [t[4] for t in signable])
+        signatures = await run_in_threadpool(service.sign_all, [t[3] for t in signable])
         for t, sig in zip(signable, signatures, strict=True):
             results[t[0]] = {"status": "issued", "blind_sig": b64url(sig)}
     return json_response({"key_id": public.key_id.hex(), "results": results})
 
 
 def _check_unit(
-    unit: object,
-    specs: dict[tuple[str, int], Any],
-    known: set[str],
-    now: float,
-    acceptance: int,
-    ahead: int,
-    k: int,
-    n: int,
-) -> tuple[str | None, tuple[str, int, int, bytes, int] | None]:
+    unit: object, now: float, acceptance: int, ahead: int, k: int, n: int
+) -> tuple[str | None, tuple[str, int, bytes, int] | None]:
     if not isinstance(unit, dict):
         return "bad_unit", None
-    metric, version, epoch = unit.get("metric"), unit.get("version"), unit.get("epoch")
-    if type(metric) is not str or type(version) is not int or type(epoch) is not int:
+    period, epoch = unit.get("period"), unit.get("epoch")
+    if period is None and "metric" in unit:
+        return "unit_retired", None
+    if type(period) is not str or period not in EPOCH_SECONDS or type(epoch) is not int \
+            or not 0 <= epoch < 1 << 40:
         return "bad_unit", None
-    spec = specs.get((metric, version))
-    if spec is None:
-        return ("unknown_version" if metric in known else "unknown_metric"), None
-    end = (epoch + 1) * spec.epoch_seconds
+    seconds = EPOCH_SECONDS[period]
+    end = (epoch + 1) * seconds
     if end + acceptance < now:
         return "epoch_expired", None
-    if epoch * spec.epoch_seconds > now + ahead:
+    if epoch * seconds > now + ahead:
         return "epoch_in_future", None
     text = unit.get("blinded")
     try:
@@ -139,4 +130,4 @@ def _check_unit(
         blinded = b""
     if len(blinded) != k or int.from_bytes(blinded, "big") >= n:
         return "bad_blinded", None
-    return None, (metric, version, epoch, blinded, end)
+    return None, (period, epoch, blinded, end)

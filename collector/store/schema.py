@@ -37,9 +37,13 @@ person=b"ldp-report-id")`` of refused report ids,
 so a leaked Redis dump cannot be matched against tokens or ids seen elsewhere
 without the secret.
 
-Per-report state.  A report is counted once per token: its token (checked
-before the store, ``collector.tokens``) is valid for one (metric, version,
-epoch) only, so the state of the slot is the set of spent token nonces.  The
+Per-report state.  A report is counted once per token and metric: its token
+(checked before the store, ``collector.tokens``) is valid for one epoch (of
+one length) and a device attaches it to its reports of every metric of that
+epoch, so the state of a slot (metric, version, epoch, shard) is the set of
+nonces spent in that slot: the same nonce is accepted once in each metric's
+slot (and once per version of a metric: the stated bound, README "Threat
+model").  The
 12-byte digest of a nonce is split: bytes 0-3 pick the shard (mod shards),
 bytes 4-5 the bucket, bytes 6-11 are the rest stored in the bucket's value.
 A retry of a delivered report carries the same token and is a ``duplicate``;

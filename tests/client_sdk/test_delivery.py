@@ -312,12 +312,13 @@ def test_a_dropped_report_that_may_have_left_keeps_its_charge(tmp_path: Path) ->
             for token in ("t-sent", "t-kept", ""):
                 conn.execute(
                     "INSERT INTO spool (report_id, metric, version, epoch, token, payload,"
-                    " charge, install, size, lease_pid) VALUES (?, 'm', 1, 5, ?, '0', 1.0,"
-                    " 'i', 150, ?)", (token or "r3", token, 4242 if token == "t-sent" else 0))
+                    " charge, install, period, size, lease_pid) VALUES (?, 'm', 1, 5, ?, '0',"
+                    " 1.0, 'i', 'day', 150, ?)",
+                    (token or "r3", token, 4242 if token == "t-sent" else 0))
         with store.transaction() as conn:
             assert discard(conn, "metric = 'm'", ()) == 3
         assert store.query("SELECT spent, reports FROM budget") == [(1.0, 1)]
-        assert store.query("SELECT token FROM tokens") == [("t-kept",)]
+        assert store.query("SELECT token FROM stock") == [("t-kept",)]
         assert store.query("SELECT COUNT(*) FROM spool") == [(0,)]
     finally:
         store.close()
@@ -334,7 +335,13 @@ def test_fleet_with_injected_transport(tmp_path: Path) -> None:
     assert devices[0].record("page", "p4").status == "over_budget"
     assert fleet.flush(10)
     assert [len(b["report_id"]) for b in transport.batches] == [500]
-    assert len(set(transport.batches[0]["token"])) == 500          # every device its own token
+    # Every device its own token, shared by its two metrics of the epoch.
+    batch = transport.batches[0]
+    assert len(set(batch["token"])) == 250
+    by_token: dict[str, list[str]] = {}
+    for metric, token in zip(batch["metric"], batch["token"], strict=True):
+        by_token.setdefault(token, []).append(metric)
+    assert all(sorted(m) == ["browser", "page"] for m in by_token.values())
     assert fleet.counters().sent == 500
     fleet.close(0)
 

@@ -120,7 +120,8 @@ def test_device_secret_is_private_and_tokens_follow_the_contract(tmp_path: Path)
     # Offline: the report waits for a blind-signed token (none yet); the install key
     # that will ask the issuer for it is derived from the secret, never sent with it.
     assert row[5] == ""
-    assert row[-1] == b64url(hmac.new(secret, b"ldp-install-key-v1", hashlib.sha256).digest())
+    assert row[-2] == b64url(hmac.new(secret, b"ldp-install-key-v1", hashlib.sha256).digest())
+    assert row[-1] == "day"                  # the token's unit: this epoch of one day
     again = offline(state, clock=clock)  # the same secret after a restart
     again.close(0)
     assert secret_path.read_bytes() == secret

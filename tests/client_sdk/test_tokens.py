@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +19,13 @@ import pytest
 import redis
 
 from client_sdk import Client, Response, UrllibTransport
+from client_sdk._store import Store, discard
 from ldp_core.tokens import unb64url
 from ldp_server.redis_server import RedisServer
 from tests.client_sdk.test_e2e import QUICK, register
 from tests.support.sdk_fixtures import specs, spool_rows
 from tests.support.servers import INGEST_KEY, ServiceProcess, start_collector
+from tests.support.tokens import mint_v1
 
 DAY = 86400.0
 
@@ -54,6 +57,16 @@ class Switch:
         return self.inner.send(method, url, headers, body, timeout)
 
 
+def stock(state_dir: Path) -> list[tuple[str, int]]:
+    """(period, epoch) of the stock tokens, in order."""
+    conn = sqlite3.connect(state_dir / "spool.sqlite3")
+    try:
+        return conn.execute("SELECT period, epoch FROM stock WHERE token IS NOT NULL"
+                            " ORDER BY period, epoch").fetchall()
+    finally:
+        conn.close()
+
+
 class Clock:
     def __init__(self) -> None:
         self.t = time.time()
@@ -70,21 +83,28 @@ def test_offline_reports_wait_for_tokens_then_go_and_the_next_epoch_is_stocked(
                transport=net, delivery=QUICK, background=False, clock=clock)
     try:
         assert c.record("browser", "zebrafox-7f3a").ok
+        assert c.record("dark_mode", True).ok
         assert not c.flush(0.3)
-        (row,) = spool_rows(tmp_path)
-        assert row[5] == ""                                # no token: never sent
+        rows = spool_rows(tmp_path)
+        assert [row[5] for row in rows] == ["", ""]        # no token: never sent
         net.online = True
         assert c.flush(10)
-        assert c.counters().sent == 1
+        assert c.counters().sent == 2 and c.counters().duplicates == 0
         paths = [p for _, p, _ in net.log]
-        assert paths[:3] == ["v1/tokens/key", "v1/tokens", "v1/reports"]
+        first = paths.index("v1/reports")
+        # (A token request that timed out under load is asked again, same body.)
+        assert paths[0] == "v1/tokens/key" and set(paths[1:first]) == {"v1/tokens"}
+        assert len({b for _, _, b in net.log[1:first]}) == 1
         asked = json.loads(net.log[1][2] or b"{}")["units"]
         epoch = int(clock.t // DAY)
-        assert [(u["metric"], u["epoch"]) for u in asked] == [("browser", epoch),
-                                                              ("browser", epoch + 1)]
+        # One token per epoch for both metrics, and the next epoch's ahead.
+        assert [(u["period"], u["epoch"]) for u in asked] == [("day", epoch),
+                                                              ("day", epoch + 1)]
+        batch = json.loads(gzip.decompress(net.log[first][2] or b""))
+        assert sorted(batch["metric"]) == ["browser", "dark_mode"]
+        assert len(set(batch["token"])) == 1
         # What the issuer saw shares nothing with what the collector got.
-        sent = json.loads(gzip.decompress(net.log[2][2] or b""))["token"][0]
-        nonce = unb64url(sent)[:32]
+        nonce = unb64url(batch["token"][0])[:32]
         for u in asked:
             assert nonce not in unb64url(u["blinded"])
         # Next day, offline again: the stocked token goes with the report, no issuer call.
@@ -94,9 +114,11 @@ def test_offline_reports_wait_for_tokens_then_go_and_the_next_epoch_is_stocked(
         c._pipeline.tokens.ready(1)                        # offline: assigns from stock
         (row,) = spool_rows(tmp_path)
         assert row[5] != "" and row[4] == epoch + 1
+        # The past epoch's token is gone from the stock (no report can use it).
+        assert stock(tmp_path) == [("day", epoch + 1)]
         net.online = True
         before = len(net.log)
-        assert c.flush(10) and c.counters().sent == 2
+        assert c.flush(10) and c.counters().sent == 3
         assert [p for _, p, _ in net.log[before:]][:1] == ["v1/reports"]
         assert "v1/tokens" not in [p for _, p, _ in net.log[before:before + 1]]
     finally:
@@ -139,8 +161,6 @@ def test_a_token_is_spent_once_even_when_its_answer_is_lost(
 def test_reports_spooled_by_the_previous_sdk_go_out_with_new_tokens(tmp_path: Path) -> None:
     """Schema 2 spool rows held HMAC tokens that the collector refuses: after the
     upgrade they wait for a blind-signed token like any new report, and count."""
-    import sqlite3
-
     from tests.support.sdk_http import ScriptedCollector
 
     first = Client("http://127.0.0.1:9", api_key=INGEST_KEY, state_dir=tmp_path,
@@ -152,7 +172,7 @@ def test_reports_spooled_by_the_previous_sdk_go_out_with_new_tokens(tmp_path: Pa
         UPDATE spool SET token = printf('%064d', 7);
         CREATE TABLE spool2 AS SELECT seq, report_id, metric, version, epoch, token, payload,
             charge, size, lease_until, lease_pid FROM spool;
-        DROP TABLE spool; ALTER TABLE spool2 RENAME TO spool; DROP TABLE tokens;
+        DROP TABLE spool; ALTER TABLE spool2 RENAME TO spool; DROP TABLE stock;
         PRAGMA user_version = 2;""")
     conn.close()
     with ScriptedCollector(specs()) as srv:
@@ -188,3 +208,70 @@ def test_a_unit_the_issuer_refuses_for_good_is_dropped_and_given_back(
         assert "v1/reports" not in [p for _, p, _ in net.log]
     finally:
         c.close(0)
+
+
+def test_a_schema_3_spool_keeps_its_version_1_tokens_and_the_rest_get_version_2(
+    collector: ServiceProcess, tmp_path: Path
+) -> None:
+    """The upgrade from per-metric tokens: a row that holds a version-1 token is sent
+    with it (the collector accepts those during the transition); a row still waiting
+    gets its epoch's version-2 token (period from the catalog), and the old stock
+    and pending requests are dropped."""
+    net, clock = Switch(), Clock()
+    first = Client(collector.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+                   transport=net, delivery=QUICK, background=False, clock=clock)
+    assert first.record("browser", "zebrafox-7f3a").ok
+    assert first.record("dark_mode", True).ok
+    first.close(0)
+    epoch = int(clock.t // DAY)
+    conn = sqlite3.connect(tmp_path / "spool.sqlite3")  # as schema 3 left it
+    conn.execute("UPDATE spool SET token = ? WHERE metric = 'browser'",
+                 (mint_v1("browser", 1, epoch),))
+    conn.commit()
+    conn.executescript("""
+        CREATE TABLE spool2 AS SELECT seq, report_id, metric, version, epoch, token, payload,
+            charge, size, lease_until, lease_pid, install FROM spool;
+        DROP TABLE spool; ALTER TABLE spool2 RENAME TO spool; DROP TABLE stock;
+        CREATE TABLE tokens (install TEXT NOT NULL, metric TEXT NOT NULL,
+            version INTEGER NOT NULL, epoch INTEGER NOT NULL, nonce TEXT NOT NULL,
+            blinded TEXT NOT NULL, inv TEXT NOT NULL, token TEXT,
+            PRIMARY KEY (install, metric, version, epoch, nonce)) WITHOUT ROWID;
+        PRAGMA user_version = 3;""")
+    conn.execute("INSERT INTO tokens VALUES ('i', 'page', 1, ?, 'n', 'b', 'x', 'old')", (epoch,))
+    conn.commit()
+    conn.close()
+    net.online = True
+    c = Client(collector.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+               transport=net, delivery=QUICK, background=False, clock=clock)
+    try:
+        assert c.flush(10), c.counters()
+        assert c.counters().sent == 2 and c.counters().duplicates == 0, c.counters()
+        assert c.counters().dropped == {}
+        asked = [json.loads(b or b"{}")["units"] for _, p, b in net.log if p == "v1/tokens"]
+        assert [(u["period"], u["epoch"]) for u in asked[0]] == [("day", epoch),
+                                                                 ("day", epoch + 1)]
+        assert stock(tmp_path) == [("day", epoch), ("day", epoch + 1)]
+    finally:
+        c.close(0)
+
+
+def test_a_refund_returns_a_token_only_when_no_report_holds_it(tmp_path: Path) -> None:
+    """A dropped report that never left gives its token back only if it was unused:
+    no other report holds it (then only if the stock has none for its epoch)."""
+    store = Store(tmp_path / "s.sqlite3", max_reports=100, max_bytes=10**6)
+    try:
+        with store.transaction() as conn:
+            for metric, token in (("a", "t1"), ("b", "t1"), ("c", "t2")):
+                conn.execute(
+                    "INSERT INTO spool (report_id, metric, version, epoch, token, payload,"
+                    " charge, install, period, size) VALUES (?, ?, 1, 5, ?, '0', 1.0, 'i',"
+                    " ?, 150)", (metric * 32, metric, token, "day" if token == "t1" else "hour"))
+        with store.transaction() as conn:
+            assert discard(conn, "metric = 'a'", ()) == 1
+        assert store.query("SELECT COUNT(*) FROM stock") == [(0,)]    # b still holds t1
+        with store.transaction() as conn:
+            assert discard(conn, "metric IN ('b', 'c')", ()) == 2
+        assert store.query("SELECT period, epoch, token FROM stock ORDER BY token") == [
+            ("day", 5, "t1"), ("hour", 5, "t2")]
+    finally:
+        store.close()

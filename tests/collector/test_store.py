@@ -10,6 +10,7 @@ import redis
 
 from collector.store import STATE_MARGIN_SECONDS, Store, ValidReport
 from ldp_core.metric import MetricSpec
+from ldp_core.tokens import unit_digest
 from tests.support.reports import SPECS, envelope, today
 from tests.support.tokens import VERIFIER
 
@@ -39,10 +40,11 @@ def valid(
         payload,
         device=device,  # type: ignore[arg-type]
         report_id=report_id,
+        period=spec.epoch,
     )
     m = spec.build()
     # As the collector does before the store: the token checked, its nonce kept.
-    nonce = VERIFIER.check(env.token, spec.name, spec.version, epoch)
+    nonce = VERIFIER.check(env.token, [unit_digest(spec.epoch, epoch)])
     assert nonce is not None
     return ValidReport(spec, epoch, env.report_id, nonce.hex(), m.counters(m.decode(env.payload)))
 
@@ -133,6 +135,21 @@ async def test_retries_count_once_and_a_token_counts_once_per_epoch(store: Store
     assert tallies[epoch] == ([1, 1, 1, 0], 3)
     assert tallies[epoch - 1] == ([0, 0, 0, 1], 1)
     assert await store.epochs_with_data(spec) == [epoch - 1, epoch]
+
+
+async def test_one_token_is_spent_once_in_each_metric_of_its_epoch(store: Store) -> None:
+    """A device's token of an epoch goes on its reports of every metric: the spent state
+    is per (metric, version, epoch, shard) slot, so it counts once in each."""
+    browser, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    dark, _ = await store.create_metric(MetricSpec.from_json(SPECS["dark_mode"]))
+    epoch = today()
+    a, b = valid(browser, epoch, 1, device=7), valid(dark, epoch, 1, device=7)
+    assert a.token == b.token
+    assert await store.ingest([a, b]) == ["accepted", "accepted"]
+    again = [valid(browser, epoch, 2, device=7), valid(dark, epoch, 0, device=7)]
+    assert await store.ingest(again) == ["duplicate", "duplicate"]
+    assert (await store.read_tallies(browser, [epoch]))[epoch] == ([0, 1, 0, 0], 1)
+    assert (await store.read_tallies(dark, [epoch]))[epoch] == ([0, 1], 1)
 
 
 async def test_versions_and_epochs_do_not_mix(store: Store) -> None:

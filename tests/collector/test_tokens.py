@@ -16,6 +16,8 @@ import httpx
 import pytest
 
 from collector.app import create_app
+from collector.token_crypto import Verifier
+from collector.tokens import V2_SINCE
 from ldp_core import tokens
 from ldp_core.tokens import PublicKey, b64url, unb64url
 from ldp_core.wire import Envelope, encode_batch
@@ -23,7 +25,7 @@ from tests.collector.test_api import INGEST, assert_problem, settings, tallies
 from tests.support.asgi import asgi_client
 from tests.support.reports import NOW, SPECS, envelope, today
 from tests.support.servers import ADMIN_KEY, auth
-from tests.support.tokens import mint
+from tests.support.tokens import mint, mint_v1
 
 pytestmark = pytest.mark.anyio
 
@@ -64,70 +66,138 @@ async def post(client: httpx.AsyncClient, envs: list[Envelope]) -> dict[str, Any
     return body
 
 
-async def test_blind_issuance_then_one_report_per_token(
+def unit(p: tokens.PendingToken) -> dict[str, Any]:
+    return {"period": p.period, "epoch": p.epoch, "blinded": b64url(p.blinded)}
+
+
+async def test_blind_issuance_then_one_token_per_epoch_for_every_metric(
     client: httpx.AsyncClient, redis_url: str
 ) -> None:
     key = await public_key(client)
     epoch = today()
     headers = install()
-    pending = [tokens.prepare(key, "browser", 1, e) for e in (epoch, epoch + 1)]
-    pending.append(tokens.prepare(key, "page", 1, epoch))
-    results = await ask(client, headers, [
-        {"metric": p.metric, "version": p.version, "epoch": p.epoch, "blinded": b64url(p.blinded)}
-        for p in pending])
-    assert [r["status"] for r in results] == ["issued"] * 3
+    pending = [tokens.prepare(key, "day", e) for e in (epoch, epoch + 1)]
+    results = await ask(client, headers, [unit(p) for p in pending])
+    assert [r["status"] for r in results] == ["issued"] * 2
     wire = [tokens.wire_token(key, p, unb64url(r["blind_sig"]))
             for p, r in zip(pending, results, strict=True)]
     report = Envelope("browser", 1, epoch, secrets.token_hex(16), wire[0], 2)
-    assert (await post(client, [report]))["accepted"] == 1
-    # The retry of that report is a duplicate; the token of epoch + 1 is not valid now...
-    assert (await post(client, [report]))["duplicates"] == 1
-    # ...in this epoch, and the page token is not valid for browser.
-    out = await post(client, [Envelope("browser", 1, epoch, secrets.token_hex(16), wire[1], 1),
-                              Envelope("browser", 1, epoch, secrets.token_hex(16), wire[2], 1)])
-    assert [r["code"] for r in out["results"]] == ["bad_token", "bad_token"]
+    page = Envelope("page", 1, epoch, secrets.token_hex(16), wire[0], "AAAA")
+    # One token, two metrics of its epoch: each counts once.
+    assert (await post(client, [report, page]))["accepted"] == 2
+    # The retry of that report is a duplicate, and so is another browser report with
+    # the same token; the token of epoch + 1 is not valid in this epoch.
+    again = Envelope("browser", 1, epoch, secrets.token_hex(16), wire[0], 3)
+    out = await post(client, [report, again,
+                              Envelope("browser", 1, epoch, secrets.token_hex(16), wire[1], 1)])
+    assert [r["status"] for r in out["results"]] == ["duplicate", "duplicate", "rejected"]
+    assert out["results"][2]["code"] == "bad_token"
     assert await tallies(redis_url, "browser") == {epoch: ([0, 0, 1, 0], 1)}
+    assert (await tallies(redis_url, "page"))[epoch][1] == 1
 
 
-async def test_the_issuer_gives_one_token_per_install_and_unit(client: httpx.AsyncClient) -> None:
+async def test_a_batch_verifies_each_token_once_and_the_cache_remembers(redis_url: str) -> None:
+    """A device's batch shares its token across metrics: one RSA check, not one per report;
+    a later batch with the same token is answered by the cache; a forged one never is."""
+    app = create_app(settings(redis_url), clock=lambda: NOW)
+    async with asgi_client(app) as c:
+        names = ("browser", "page", "dark_mode", "load_ms")
+        for name in names:
+            r = await c.post("/v1/metrics", json=SPECS[name], headers=auth(ADMIN_KEY))
+            assert r.status_code == 201, r.text
+        verifier = app.state.tokens.verifier
+        epoch = today()
+        devices = [envelope(name, 1, epoch, 1 if name != "page" else "AAAA", device=d)
+                   for d in range(3) for name in names[:2]]
+        before = verifier.verifications
+        assert (await post(c, devices))["accepted"] == 6
+        assert verifier.verifications - before == 3     # three devices, three tokens
+        token = devices[0].token
+        more = [Envelope(n, 1, epoch, secrets.token_hex(16), token, p)
+                for n, p in (("dark_mode", 1), ("load_ms", 1))]
+        out = await post(c, more)
+        assert out["accepted"] == 2, out
+        assert verifier.verifications - before == 3     # the cache answered
+        forged = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
+        for _ in range(2):
+            bad = await post(c, [Envelope("browser", 1, epoch, secrets.token_hex(16), forged, 1)])
+            assert bad["results"][0]["code"] == "bad_token"
+        # Each forged attempt costs v2 then v1 (this epoch is inside the transition).
+        assert verifier.verifications - before == 3 + 2 * 2
+
+
+def test_the_verifier_cache_is_bounded_and_keeps_successes_only() -> None:
+    from tests.support.tokens import test_key
+
+    v = Verifier([test_key().public], cache_size=4)
+    day = tokens.unit_digest("day", 7)
+    minted = [mint("day", 7) for _ in range(6)]
+    assert all(v.check(t, [day]) is not None for t in minted)
+    assert v.verifications == 6 and len(v._cache) == 4
+    assert v.check(minted[-1], [day]) is not None and v.verifications == 6   # cached
+    assert v.check(minted[0], [day]) is not None and v.verifications == 7    # evicted
+    other = tokens.unit_digest("day", 8)
+    assert v.check(minted[0], [other]) is None and v.check(minted[0], [other]) is None
+    assert v.verifications == 9    # a failure is checked again every time
+
+
+async def test_a_token_of_one_epoch_length_is_not_valid_for_the_other(redis_url: str) -> None:
+    hourly = {**SPECS["browser"], "name": "hourly", "epoch": "hour"}
+    async with asgi_client(create_app(settings(redis_url), clock=lambda: NOW)) as c:
+        for body in (SPECS["browser"], hourly):
+            r = await c.post("/v1/metrics", json=body, headers=auth(ADMIN_KEY))
+            assert r.status_code == 201, r.text
+        day, hour = today(), today(3600)
+        out = await post(c, [
+            Envelope("hourly", 1, hour, secrets.token_hex(16), mint("day", hour), 1),
+            Envelope("browser", 1, day, secrets.token_hex(16), mint("hour", day), 1),
+            Envelope("hourly", 1, hour, secrets.token_hex(16), mint("hour", hour), 1),
+            Envelope("browser", 1, day, secrets.token_hex(16), mint("day", day), 1),
+        ])
+        assert [r["code"] for r in out["results"]] == ["bad_token", "bad_token", None, None]
+
+
+async def test_the_issuer_gives_one_token_per_install_and_epoch(
+    client: httpx.AsyncClient
+) -> None:
     key = await public_key(client)
     epoch = today()
     headers = install()
-    first = tokens.prepare(key, "browser", 1, epoch)
-    unit = {"metric": "browser", "version": 1, "epoch": epoch}
-    assert (await ask(client, headers, [{**unit, "blinded": b64url(first.blinded)}]))[0][
-        "status"] == "issued"
+    first = tokens.prepare(key, "day", epoch)
+    assert (await ask(client, headers, [unit(first)]))[0]["status"] == "issued"
     # The same blinded message again (a lost answer, retried) is signed again...
-    again = await ask(client, headers, [{**unit, "blinded": b64url(first.blinded)}])
+    again = await ask(client, headers, [unit(first)])
     assert again[0]["status"] == "issued"
     tokens.wire_token(key, first, unb64url(again[0]["blind_sig"]))  # and it verifies
     # ...another one for the same unit is refused, even in the same request twice.
-    second = tokens.prepare(key, "browser", 1, epoch)
-    refused = await ask(client, headers, [{**unit, "blinded": b64url(second.blinded)}] * 2)
+    second = tokens.prepare(key, "day", epoch)
+    refused = await ask(client, headers, [unit(second)] * 2)
     assert [r.get("code") for r in refused] == ["token_limit", "token_limit"]
-    # Another install gets its own.
-    assert (await ask(client, install(), [{**unit, "blinded": b64url(second.blinded)}]))[0][
-        "status"] == "issued"
+    # The hour of the same index is another unit; another install gets its own.
+    hour = tokens.prepare(key, "hour", today(3600))
+    assert (await ask(client, headers, [unit(hour)]))[0]["status"] == "issued"
+    assert (await ask(client, install(), [unit(second)]))[0]["status"] == "issued"
 
 
 async def test_the_issuer_checks_units_and_the_device(client: httpx.AsyncClient) -> None:
     key = await public_key(client)
     epoch = today()
-    blinded = b64url(tokens.prepare(key, "browser", 1, epoch).blinded)
+    blinded = b64url(tokens.prepare(key, "day", epoch).blinded)
     units = [
-        {"metric": "nosuch", "version": 1, "epoch": epoch, "blinded": blinded},
-        {"metric": "browser", "version": 9, "epoch": epoch, "blinded": blinded},
-        {"metric": "browser", "version": 1, "epoch": "x", "blinded": blinded},
-        {"metric": "browser", "version": 1, "epoch": epoch - 5, "blinded": blinded},
-        {"metric": "browser", "version": 1, "epoch": epoch + 3, "blinded": blinded},
-        {"metric": "browser", "version": 1, "epoch": epoch, "blinded": "AAAA"},
-        {"metric": "browser", "version": 1, "epoch": epoch,
-         "blinded": b64url(b"\xff" * key.modulus_bytes)},
+        {"period": "week", "epoch": epoch, "blinded": blinded},
+        {"period": "day", "epoch": "x", "blinded": blinded},
+        {"period": "day", "epoch": -1, "blinded": blinded},
+        {"period": "day", "epoch": epoch - 5, "blinded": blinded},
+        {"period": "day", "epoch": epoch + 3, "blinded": blinded},
+        {"period": "day", "epoch": epoch, "blinded": "AAAA"},
+        {"period": "day", "epoch": epoch, "blinded": b64url(b"\xff" * key.modulus_bytes)},
+        {"metric": "browser", "version": 1, "epoch": epoch, "blinded": blinded},
+        "x",
     ]
     results = await ask(client, install(), units)
     assert [r["code"] for r in results] == [
-        "unknown_metric", "unknown_version", "bad_unit", "epoch_expired", "epoch_in_future",
-        "bad_blinded", "bad_blinded"]
+        "bad_unit", "bad_unit", "bad_unit", "epoch_expired", "epoch_in_future",
+        "bad_blinded", "bad_blinded", "unit_retired", "bad_unit"]
     r = await client.post("/v1/tokens", json={"units": units[:1]}, headers=INGEST)
     assert_problem(r, 401, "invalid_device")
     r = await client.post("/v1/tokens", json={"units": units[:1]},
@@ -154,20 +224,64 @@ async def test_fresh_random_tokens_from_the_ingest_key_count_nothing(
     assert await tallies(redis_url, "browser") == {}
 
 
-async def test_one_token_counts_in_its_own_unit_only(
+async def test_one_token_counts_in_its_own_epoch_once_per_metric(
     client: httpx.AsyncClient, redis_url: str
 ) -> None:
-    """Issue 13: one token was accepted in 33 epochs.  Now in its unit only."""
+    """Issue 13: one token was accepted in 33 epochs.  Now in its epoch only, once per metric."""
     epoch = today()
-    token = mint("browser", 1, epoch)
+    token = mint("day", epoch)
     envs = [Envelope("browser", 1, e, secrets.token_hex(16), token, 1)
             for e in range(epoch - 4, epoch + 2)]
     envs.append(Envelope("page", 1, epoch, secrets.token_hex(16), token, "AAAA"))
+    envs.append(Envelope("browser", 1, epoch, secrets.token_hex(16), token, 2))
     out = await post(client, envs)
     codes = [r["code"] for r in out["results"]]
-    assert out["accepted"] == 1 and codes[4] is None
-    assert codes[:4] + codes[5:] == ["bad_token"] * 6
+    assert out["accepted"] == 2 and codes[4] is None and codes[6] is None
+    assert codes[:4] + codes[5:6] == ["bad_token"] * 5
+    assert out["results"][7]["status"] == "duplicate"
     assert await tallies(redis_url, "browser") == {epoch: ([0, 1, 0, 0], 1)}
+
+
+async def test_a_token_counts_once_per_version_of_a_metric(
+    client: httpx.AsyncClient, redis_url: str
+) -> None:
+    """The stated bound: spending is per (metric, version) slot, so a new version of a
+    metric inside an epoch takes one more report per token (the SDK's ledger, per name,
+    never sends it; a hostile install can, once per version)."""
+    changed = {**SPECS["browser"], "epsilon": 2.0}
+    r = await client.post("/v1/metrics", json=changed, headers=auth(ADMIN_KEY))
+    assert r.status_code == 201 and r.json()["version"] == 2, r.text
+    epoch = today()
+    token = mint("day", epoch)
+    out = await post(client, [Envelope("browser", v, epoch, secrets.token_hex(16), token, 1)
+                              for v in (1, 2, 1, 2)])
+    assert [r["status"] for r in out["results"]] == [
+        "accepted", "accepted", "duplicate", "duplicate"]
+
+
+async def test_version_1_tokens_count_during_the_transition_only(redis_url: str) -> None:
+    """Tokens bound to (metric, version, epoch) still count, once, for epochs a version-1
+    issuer could have signed (up to LDP_TOKEN_AHEAD_HOURS after the first version-2
+    collector started); a collector that started version 2 long ago refuses them."""
+    epoch = today()
+    async with asgi_client(create_app(settings(redis_url), clock=lambda: NOW)) as c:
+        for name in ("browser", "page"):
+            await c.post("/v1/metrics", json=SPECS[name], headers=auth(ADMIN_KEY))
+        old = mint_v1("browser", 1, epoch)
+        out = await post(c, [Envelope("browser", 1, epoch, secrets.token_hex(16), old, 1),
+                             Envelope("page", 1, epoch, secrets.token_hex(16), old, "AAAA"),
+                             Envelope("browser", 1, epoch, secrets.token_hex(16), old, 2)])
+        assert [r["status"] for r in out["results"]] == ["accepted", "rejected", "duplicate"]
+        assert out["results"][1]["code"] == "bad_token"    # bound to browser v1
+    import redis
+
+    with redis.Redis.from_url(redis_url) as r:
+        assert int(r.get(V2_SINCE) or 0) == int(NOW)
+        r.set(V2_SINCE, int(NOW) - 10 * 86400)
+    async with asgi_client(create_app(settings(redis_url), clock=lambda: NOW)) as c:
+        out = await post(c, [Envelope("browser", 1, epoch, secrets.token_hex(16),
+                                      mint_v1("browser", 1, epoch), 1)])
+        assert out["results"][0]["code"] == "bad_token"
 
 
 async def test_a_report_after_the_acceptance_window_is_refused(redis_url: str) -> None:
@@ -189,9 +303,7 @@ async def test_issuer_state_is_a_digest_and_expires_with_the_window(
     epoch = today()
     raw = secrets.token_bytes(32)
     headers = {**INGEST, "LDP-Install-Key": b64url(raw)}
-    units = [{"metric": "browser", "version": 1, "epoch": e,
-              "blinded": b64url(tokens.prepare(key, "browser", 1, e).blinded)}
-             for e in (epoch, epoch + 1)]
+    units = [unit(tokens.prepare(key, "day", e)) for e in (epoch, epoch + 1)]
     assert [r["status"] for r in await ask(client, headers, units)] == ["issued"] * 2
     import redis
 

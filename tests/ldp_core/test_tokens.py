@@ -6,6 +6,7 @@ Appendix A.3, RSABSSA-SHA384-PSS-Deterministic, copied from the RFC text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -80,25 +81,44 @@ def issuer() -> TokenKey:
     return TokenKey.generate(2048)
 
 
+def test_the_unit_digest_is_the_spec_text() -> None:
+    """Unit digest v2 = SHA-256("ldp-token-unit-v2" 0x00 period 0x00 epoch), decimal epoch:
+    the bytes every SDK must hash (the JS SDK is checked against the same vectors)."""
+    assert tokens.unit_digest("day", 20423) == hashlib.sha256(
+        b"ldp-token-unit-v2\x00day\x0020423").digest()
+    assert tokens.unit_digest("hour", 490152) == hashlib.sha256(
+        b"ldp-token-unit-v2\x00hour\x00490152").digest()
+    assert tokens.unit_digest_v1("browser", 1, 20421) == hashlib.sha256(
+        b"ldp-token-unit-v1\x00browser\x001\x0020421").digest()
+    for period, epoch in (("week", 1), ("Day", 1), ("day", -1), ("day", True), ("day", 1.0)):
+        with pytest.raises(TokenError, match=r"token (period|epoch)"):
+            tokens.unit_digest(period, epoch)  # type: ignore[arg-type]
+
+
 def test_a_token_verifies_for_its_unit_only(issuer: TokenKey) -> None:
-    pending = tokens.prepare(issuer.public, "browser", 1, 100)
+    pending = tokens.prepare(issuer.public, "day", 100)
     token = tokens.wire_token(issuer.public, pending, issuer.blind_sign(pending.blinded))
     verifier = Verifier([issuer.public])
-    assert verifier.check(token, "browser", 1, 100) == pending.nonce
-    for unit in (("browser", 1, 101), ("browser", 2, 100), ("page", 1, 100)):
-        assert verifier.check(token, *unit) is None, unit
+    assert verifier.check(token, [tokens.unit_digest("day", 100)]) == pending.nonce
+    for unit in (tokens.unit_digest("day", 101), tokens.unit_digest("hour", 100),
+                 tokens.unit_digest_v1("browser", 1, 100)):
+        assert verifier.check(token, [unit]) is None, unit
+    day = [tokens.unit_digest("day", 100)]
     assert verifier.check(token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1],
-                          "browser", 1, 100) is None
-    assert verifier.check("x" * len(token), "browser", 1, 100) is None
-    assert verifier.check(7, "browser", 1, 100) is None
+                          day) is None
+    assert verifier.check("x" * len(token), day) is None
+    assert verifier.check(7, day) is None
+    # Units are tried in order: a later one that matches is found.
+    assert verifier.check(token, [tokens.unit_digest("day", 1), day[0]]) == pending.nonce
 
 
 def test_other_keys_tokens_are_refused_and_rotation_keeps_both(issuer: TokenKey) -> None:
     other = TokenKey.generate(2048)
-    pending = tokens.prepare(other.public, "m", 1, 5)
+    pending = tokens.prepare(other.public, "hour", 5)
     token = tokens.wire_token(other.public, pending, other.blind_sign(pending.blinded))
-    assert Verifier([issuer.public]).check(token, "m", 1, 5) is None
-    assert Verifier([issuer.public, other.public]).check(token, "m", 1, 5) == pending.nonce
+    unit = [tokens.unit_digest("hour", 5)]
+    assert Verifier([issuer.public]).check(token, unit) is None
+    assert Verifier([issuer.public, other.public]).check(token, unit) == pending.nonce
 
 
 def test_the_issuer_sees_nothing_of_the_token(issuer: TokenKey) -> None:
@@ -107,8 +127,8 @@ def test_the_issuer_sees_nothing_of_the_token(issuer: TokenKey) -> None:
     Two requests for the same unit give blinded messages that share nothing, and
     neither contains the nonce or the final signature.
     """
-    a = tokens.prepare(issuer.public, "m", 1, 5)
-    b = tokens.prepare(issuer.public, "m", 1, 5)
+    a = tokens.prepare(issuer.public, "day", 5)
+    b = tokens.prepare(issuer.public, "day", 5)
     sig_a = issuer.blind_sign(a.blinded)
     token = tokens.wire_token(issuer.public, a, sig_a)
     assert a.blinded != b.blinded

@@ -63,7 +63,7 @@ def make_batches(seed: int, count: int, epoch: int) -> list[dict[str, list[Any]]
             "version": [1] * BATCH,
             "epoch": [epoch] * BATCH,
             "report_id": [f"{rng.getrandbits(128):032x}" for _ in range(BATCH)],
-            "token": [mint(METRIC, 1, epoch, nonce=rng.getrandbits(256).to_bytes(32, "big"))
+            "token": [mint("day", epoch, nonce=rng.getrandbits(256).to_bytes(32, "big"))
                       for _ in range(BATCH)],
             "payload": [rng.randrange(BUCKETS) for _ in range(BATCH)],
         })

@@ -55,12 +55,14 @@ def envelope(
     *,
     device: int | None = None,
     report_id: str | None = None,
+    period: str = "day",
 ) -> Envelope:
-    """One report with a valid token of its unit (``tests.support.tokens``);
-    ``device`` fixes the token's nonce, so one device's reports of a unit share it
-    (a random device if None)."""
-    nonce = device_nonce(device, metric, version, epoch) if device is not None else None
+    """One report with a valid token of its epoch (``tests.support.tokens``;
+    ``period``: the metric's epoch length); ``device`` fixes the token's nonce, so
+    one device's reports of an epoch share it, as a device's token (a random
+    device if None)."""
+    nonce = device_nonce(device, period, epoch) if device is not None else None
     return Envelope(
         metric, version, epoch, report_id or secrets.token_hex(16),
-        mint(metric, version, epoch, nonce=nonce), payload,
+        mint(period, epoch, nonce=nonce), payload,
     )

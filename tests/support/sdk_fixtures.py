@@ -52,7 +52,7 @@ class CaptureTransport:
 
     def __init__(self) -> None:
         self.batches: list[dict[str, Any]] = []
-        self.issued: dict[str, set[tuple[str, int, int]]] = {}
+        self.issued: dict[str, set[tuple[str, int]]] = {}
 
     def send(self, method: str, url: str, headers: Any, body: bytes | None,
              timeout: float) -> Response:

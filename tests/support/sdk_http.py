@@ -2,7 +2,7 @@
 
 It speaks the collector's HTTP contract closely enough for delivery tests
 (GET /v1/metrics, POST /v1/reports with gzip, per-report results, dedupe by
-report_id and by token) and lets a test script the answers: 429 with
+report_id and by token per metric) and lets a test script the answers: 429 with
 Retry-After, 503, 400 problem+json, slow answers.  It is real HTTP over a real
 socket, not a mock; the end-to-end tests use the real collector.
 
@@ -78,9 +78,9 @@ class ScriptedCollector:
         self.accepted: list[str] = []
         self.payloads: list[object] = []
         self._ids: set[str] = set()
-        self._tokens: set[str] = set()
+        self._tokens: set[tuple[str, int, str]] = set()
         #: The token issuer (not scripted, not in ``requests``): install key -> units.
-        self.issued: dict[str, set[tuple[str, int, int]]] = {}
+        self.issued: dict[str, set[tuple[str, int]]] = {}
         self.token_requests = 0
         self.lock = threading.Lock()
         self.on_batch: Callable[[], None] | None = None
@@ -131,12 +131,13 @@ class ScriptedCollector:
         results = []
         with self.lock:
             for env in decode_batch(batch):
-                if env.report_id in self._ids or env.token in self._tokens:
-                    # As the collector: a spent token is a duplicate, retry or reuse.
+                spent = (env.metric, env.version, env.token)
+                if env.report_id in self._ids or spent in self._tokens:
+                    # As the collector: a token spent in its metric is a duplicate there.
                     results.append({"status": "duplicate", "code": None})
                 else:
                     self._ids.add(env.report_id)
-                    self._tokens.add(env.token)
+                    self._tokens.add(spent)
                     self.accepted.append(env.report_id)
                     self.payloads.append(env.payload)
                     results.append({"status": "accepted", "code": None})

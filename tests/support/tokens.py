@@ -9,8 +9,8 @@ SDK and issuer tests.  The test key has 1024 bits (a dev-mode collector
 accepts that; prod requires 2048): the fault tests mint 50,000 tokens a run,
 0.07 ms each instead of 0.4 ms.
 
->>> token = mint("browser", 1, 5, nonce=bytes(32))
->>> len(token), VERIFIER.check(token, "browser", 1, 5) == bytes(32)
+>>> token = mint("day", 5, nonce=bytes(32))
+>>> len(token), VERIFIER.check(token, [unit_digest("day", 5)]) == bytes(32)
 (214, True)
 """
 
@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from collector.store.schema import spent_record
 from collector.token_crypto import TokenKey, Verifier
-from ldp_core.tokens import b64url, token_input, unb64url, unit_digest
+from ldp_core.tokens import b64url, token_input, unb64url, unit_digest, unit_digest_v1
 
 __all__ = [
     "TEST_TOKEN_KEY",
@@ -36,6 +36,7 @@ __all__ = [
     "is_spent",
     "issue",
     "mint",
+    "mint_v1",
     "spent",
     "test_key",
 ]
@@ -54,28 +55,45 @@ def test_key() -> TokenKey:
 VERIFIER = Verifier([test_key().public])
 
 
-def device_nonce(device: int, metric: str, version: int, epoch: int) -> bytes:
-    """A fixed nonce per (device, unit): a device's second report of a unit reuses it."""
-    return hashlib.sha256(f"test-device|{device}|{metric}|{version}|{epoch}".encode()).digest()
+def device_nonce(device: int, period: str, epoch: int) -> bytes:
+    """A fixed nonce per (device, period, epoch): one device's token of an epoch,
+    shared by its reports of every metric of that epoch length."""
+    return hashlib.sha256(f"test-device|{device}|{period}|{epoch}".encode()).digest()
 
 
-def mint(metric: str, version: int, epoch: int, *, nonce: bytes | None = None) -> str:
-    """A valid wire token of the unit (a fresh random nonce unless given)."""
+def mint(period: str, epoch: int, *, nonce: bytes | None = None) -> str:
+    """A valid wire token of the unit (period, epoch) (a fresh random nonce unless given)."""
+    return _sign(unit_digest(period, epoch), nonce)
+
+
+def mint_v1(metric: str, version: int, epoch: int, *, nonce: bytes | None = None) -> str:
+    """A valid version-1 token, bound to (metric, version, epoch)."""
+    return _sign(unit_digest_v1(metric, version, epoch), nonce)
+
+
+def _sign(unit: bytes, nonce: bytes | None) -> str:
+    return _signed(unit, secrets.token_bytes(32) if nonce is None else nonce)
+
+
+@cache
+def _signed(unit: bytes, nonce: bytes) -> str:
+    """One token per (unit, nonce), as a device holds (PSS draws a new salt per
+    signature: signing again would give another valid token of the same nonce)."""
     key = test_key()
-    nonce = secrets.token_bytes(32) if nonce is None else nonce
-    msg = token_input(nonce, unit_digest(metric, version, epoch), key.public.key_id)
+    msg = token_input(nonce, unit, key.public.key_id)
     return b64url(nonce + key.private.sign(msg, _PSS, hashes.SHA384()))
 
 
-def issue(install: str, body: dict[str, Any], issued: dict[str, set[tuple[str, int, int]]]
+def issue(install: str, body: dict[str, Any], issued: dict[str, set[tuple[str, int]]]
           ) -> dict[str, Any]:
     """POST /v1/tokens as the collector answers it (blind-signed with the test key):
-    one token per install and unit, ``token_limit`` after; ``issued`` is the state."""
+    one token per install and (period, epoch), ``token_limit`` after; ``issued`` is
+    the state."""
     key = test_key()
     have = issued.setdefault(install, set())
     results: list[dict[str, Any]] = []
     for unit in body["units"]:
-        u = (unit["metric"], unit["version"], unit["epoch"])
+        u = (unit["period"], unit["epoch"])
         if u in have:
             results.append({"status": "rejected", "code": "token_limit"})
             continue
