@@ -37,8 +37,8 @@ The same columns travel as a compact binary batch (``BINARY_MEDIA``,
 content-negotiated beside JSON; ``encode_binary`` / ``decode_binary``): each
 distinct unit (metric, version, epoch) and each distinct token is written once
 and every report names them by index, report ids are 16 raw bytes and integer
-payloads 4 bytes.  A 1000-report batch of one device unit is ~25 KB instead
-of ~290 KB of JSON, and decodes in one pass with ``struct``:
+payloads 4 bytes: 50 devices x 20 metrics with 2048-bit tokens are 44 KB
+instead of 447 KB of JSON, decoded with ``struct`` and C-level splits:
 
 >>> cols = encode_batch([env, Envelope("m", 1, 5, "ff" * 16, "11" * 32, 7)])
 >>> decode_binary(encode_binary(cols)) == cols
