@@ -106,11 +106,10 @@ def build_requests(
     random text of a token's length instead of signed tokens (for the minimal
     endpoint, which checks none: it saves the minting); ``metrics`` > 1: report i goes
     to metric ``<metric>.<i mod metrics>`` (registered alike), as a device's batch
-    spreads over its metrics; ``per_token`` (<= ``metrics``, and dividing ``batch``):
-    how many consecutive reports, one device's, share one token."""
-    if per_token > metrics or batch % per_token:
-        raise ValueError(f"per_token {per_token} must be <= metrics {metrics} and divide "
-                         f"batch {batch}")
+    spreads over its metrics; ``per_token`` (<= ``metrics``): how many consecutive
+    reports (across requests when a batch is smaller), one device's, share one token."""
+    if per_token > metrics:
+        raise ValueError(f"per_token {per_token} must be <= metrics {metrics}")
     m = mechanism(mech_name, epsilon=epsilon, domain_size=domain_size)
     rng = random.Random(seed)
     total = batch * count
@@ -121,7 +120,7 @@ def build_requests(
     # device's reports of every metric of the epoch, so ``per_token`` consecutive
     # reports (of as many different metrics) share one.
     names = [metric] if metrics == 1 else [f"{metric}.{k}" for k in range(metrics)]
-    metric_of = [names[i % metrics] for i in range(batch)]
+    metric_of = [names[i % metrics] for i in range(total)]
     devices = -(-total // per_token)
     if fake_tokens:
         size = len(mint("day", epoch))
@@ -134,7 +133,7 @@ def build_requests(
     for r in range(count):
         lo = r * batch
         columns: dict[str, list[Any]] = {
-            "metric": metric_of,
+            "metric": metric_of[lo: lo + batch],
             "version": [version] * batch,
             "epoch": [epoch] * batch,
             "report_id": [ids[32 * i: 32 * i + 32] for i in range(lo, lo + batch)],
