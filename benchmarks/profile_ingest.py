@@ -65,7 +65,6 @@ async def profile(batches: int, key_bits: int, per_token: int,
     from tests.support.tokens import mint, test_key
 
     key = test_key() if key_bits == 1024 else TokenKey.generate(key_bits)
-    service = TokenService.of(key)
     folder = Path(tempfile.mkdtemp(prefix="ldp-prof-"))
     server = RedisServer.start(folder / "redis")
     try:
@@ -100,6 +99,9 @@ async def profile(batches: int, key_bits: int, per_token: int,
         rows: dict[str, list[float]] = {}
         known = set(names)
         for label, bodies in (("json", bodies_json), ("binary", bodies_bin)):
+            # A verifier of its own per format: its cache of verified tokens must not
+            # carry the JSON pass's tokens into the binary pass (same tokens).
+            service = TokenService.of(key)
             await store.client.flushall()
             for spec_json in spec_jsons:
                 await store.create_metric(MetricSpec.from_json(spec_json))
