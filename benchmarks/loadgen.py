@@ -39,6 +39,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ldp_core import mechanism
+from ldp_core.tokens import b64url
+from ldp_core.wire import BINARY_MEDIA, encode_binary
 from tests.support.tokens import mint
 
 __all__ = ["Result", "build_requests", "main", "run"]
@@ -94,35 +96,59 @@ def build_requests(
     use_gzip: bool,
     seed: int,
     path: str = "/v1/reports",
+    binary: bool = False,
+    fake_tokens: bool = False,
+    metrics: int = 1,
+    per_token: int = 1,
 ) -> list[tuple[bytes, int]]:
-    """``count`` framed requests of ``batch`` distinct-device reports each (bytes, reports)."""
+    """``count`` framed requests of ``batch`` distinct-device reports each (bytes, reports);
+    ``binary``: the binary batch of ``ldp_core.wire`` instead of JSON; ``fake_tokens``:
+    random text of a token's length instead of signed tokens (for the minimal
+    endpoint, which checks none: it saves the minting); ``metrics`` > 1: report i goes
+    to metric ``<metric>.<i mod metrics>`` (registered alike), as a device's batch
+    spreads over its metrics; ``per_token`` (<= ``metrics``): how many consecutive
+    reports (across requests when a batch is smaller), one device's, share one token."""
+    if per_token > metrics:
+        raise ValueError(f"per_token {per_token} must be <= metrics {metrics}")
     m = mechanism(mech_name, epsilon=epsilon, domain_size=domain_size)
     rng = random.Random(seed)
     total = batch * count
     values = zipf_values(domain_size, total, seed)
     payloads = [m.encode(m.randomize(int(v), rng=rng)) for v in values]
     # Valid tokens of the epoch (the benchmark metrics are daily), signed with the test
-    # issuer key (0.1 ms each, in setup); one per report: every report is another device.
-    tokens = [mint("day", epoch) for _ in range(total)]
+    # issuer key (0.1 ms each, in setup).  A token is one device's: it covers that
+    # device's reports of every metric of the epoch, so ``per_token`` consecutive
+    # reports (of as many different metrics) share one.
+    names = [metric] if metrics == 1 else [f"{metric}.{k}" for k in range(metrics)]
+    metric_of = [names[i % metrics] for i in range(total)]
+    devices = -(-total // per_token)
+    if fake_tokens:
+        size = len(mint("day", epoch))
+        distinct = [b64url(os.urandom(size * 3 // 4 + 1))[:size] for _ in range(devices)]
+    else:
+        distinct = [mint("day", epoch) for _ in range(devices)]
+    tokens = [distinct[i // per_token] for i in range(total)]
     ids = os.urandom(16 * total).hex()
     out = []
     for r in range(count):
         lo = r * batch
-        body = orjson.dumps({
-            "metric": [metric] * batch,
+        columns: dict[str, list[Any]] = {
+            "metric": metric_of[lo: lo + batch],
             "version": [version] * batch,
             "epoch": [epoch] * batch,
             "report_id": [ids[32 * i: 32 * i + 32] for i in range(lo, lo + batch)],
             "token": tokens[lo: lo + batch],
             "payload": payloads[lo: lo + batch],
-        })
+        }
+        body = encode_binary(columns) if binary else orjson.dumps(columns)
         extra = ""
         if use_gzip:
             body = gzip.compress(body, compresslevel=6, mtime=0)
             extra = "Content-Encoding: gzip\r\n"
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
-            f"Content-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: {BINARY_MEDIA if binary else 'application/json'}\r\n"
+            f"{extra}Content-Length: {len(body)}\r\n\r\n"
         )
         out.append((head.encode() + body, batch))
     return out
@@ -214,6 +240,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-reports", type=int, default=600_000)
     ap.add_argument("--max-requests", type=int, default=30_000)
     ap.add_argument("--gzip", action="store_true")
+    ap.add_argument("--binary", action="store_true",
+                    help="send the binary batch (application/vnd.ldp.batch)")
+    ap.add_argument("--metrics", type=int, default=1,
+                    help="spread each batch over METRICS metrics <metric>.<k>")
+    ap.add_argument("--per-token", type=int, default=1,
+                    help="consecutive reports (one device's, of distinct metrics) per token")
+    ap.add_argument("--fake-tokens", action="store_true",
+                    help="unsigned random tokens (for the minimal endpoint only)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     count = max(2, min(args.max_requests, args.max_reports // args.batch))
@@ -221,7 +255,9 @@ def main(argv: list[str] | None = None) -> None:
     host = urlsplit(args.url).netloc
     requests = build_requests(host, args.key, args.metric, args.version, args.epoch,
                               args.mechanism, args.domain_size, args.epsilon, args.batch,
-                              count + warmup, args.gzip, args.seed)
+                              count + warmup, args.gzip, args.seed, binary=args.binary,
+                              fake_tokens=args.fake_tokens, metrics=args.metrics,
+                              per_token=args.per_token)
     result = asyncio.run(run(args.url, requests, args.connections, args.duration, warmup))
     print(json.dumps(result.as_json()))
 

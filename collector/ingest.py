@@ -37,13 +37,17 @@ import re
 import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
+
+import numpy as np
+import orjson
 
 from collector.plausibility import max_set_bits
 from collector.store import ValidReport
 from ldp_core.errors import ReportError
 from ldp_core.metric import NAME_PATTERN, MetricSpec
-from ldp_core.wire import COLUMNS, check_shape
+from ldp_core.wire import COLUMNS, check_shape, decode_binary
 from ldp_server.problems import Problem
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "check_token",
     "inflate",
     "metric_keys",
+    "parse_binary",
     "parse_columns",
     "read_limited",
     "validate",
@@ -61,8 +66,8 @@ __all__ = [
 
 _REPORT_ID = re.compile(r"[0-9a-f]{32}")
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{43,1400}")
-_REPORT_IDS = re.compile(r"(?:[0-9a-f]{32}\n)*")
-_TOKENS = re.compile(r"(?:[A-Za-z0-9_-]{43,1400}\n)*")
+_HEX = b"0123456789abcdef"
+_B64URL = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 
 def _always(value: str) -> bool:
@@ -162,6 +167,16 @@ class Columns:
         return len(self.metric)
 
 
+def parse_binary(body: bytes) -> Columns:
+    """The columns of a binary batch (``ldp_core.wire.BINARY_MEDIA``), or Problem 400
+    batch_shape / batch_size (a malformed body names its fault)."""
+    try:
+        columns = decode_binary(body, orjson.loads)
+    except ReportError as exc:
+        raise Problem(400, exc.code, str(exc)) from None
+    return parse_columns(columns)
+
+
 def parse_columns(body: object) -> Columns:
     """The columns of a batch (shape checked by ``ldp_core.wire.check_shape``), or
     Problem 400 batch_shape / batch_size."""
@@ -203,36 +218,21 @@ def validate(
     """Check every report without Redis; see the module docstring for the order.
 
     Rows are grouped by (metric, version); inside a group the epoch verdict is
-    computed once per distinct epoch, and int payloads that are their own counter
-    (``Mechanism.direct_payload``) are checked inline, falling back to ``decode``
-    for the code.
+    computed once per distinct epoch.  A group whose rows are all well formed
+    (every id and token checked by one regex pass over the joined column, every
+    epoch accepted, int payloads that are their own counter,
+    ``Mechanism.direct_payload``, all in range) is taken in bulk; any other
+    group is checked report by report, falling back to ``decode`` for the code.
     """
     valid: list[ValidReport] = []
     positions: list[int] = []
     rejected: dict[int, str] = {}
     implausible: list[ValidReport] = []
-    groups: dict[tuple[str, int], list[int]] = {}
-    for i, (m, v) in enumerate(zip(cols.metric, cols.version, strict=True)):
-        if type(m) is str and type(v) is int:
-            groups.setdefault((m, v), []).append(i)
-        else:
-            known = type(m) is str and m in known_names
-            rejected[i] = "unknown_version" if known else "unknown_metric"
+    groups = _groups(cols, known_names, rejected)
     epochs, rids, tokens, payloads = cols.epoch, cols.report_id, cols.token, cols.payload
-    rid_ok: Callable[[str], object] = _REPORT_ID.fullmatch
-    token_ok: Callable[[str], object] = _TOKEN.fullmatch
-    # Common case first: every id and token of the batch well formed, checked by one
-    # regex pass over each joined column instead of two regex calls per report.
-    # The length check refuses ids that smuggle a newline (one line per value).
-    if all(type(x) is str for x in rids) and all(type(x) is str for x in tokens):
-        joined_ids, joined_tokens = "\n".join(rids) + "\n", "\n".join(tokens) + "\n"
-        if (
-            len(joined_ids) == 33 * len(rids)
-            and joined_tokens.count("\n") == len(tokens)
-            and _REPORT_IDS.fullmatch(joined_ids)
-            and _TOKENS.fullmatch(joined_tokens)
-        ):
-            rid_ok = token_ok = _always
+    well_formed = _ids_and_tokens_ok(rids, tokens)
+    rid_ok: Callable[[str], object] = _always if well_formed else _REPORT_ID.fullmatch
+    token_ok: Callable[[str], object] = _always if well_formed else _TOKEN.fullmatch
     for key, rows in groups.items():
         spec = specs.get(key)
         if spec is None:
@@ -243,6 +243,19 @@ def validate(
         int_size = mech.direct_payload or 0
         bit_limit = max_set_bits(mech)
         epoch_codes: dict[int, str | None] = {}
+        if well_formed and int_size and (bit_limit is None or bit_limit >= 1):
+            group_payloads = [payloads[i] for i in rows]
+            group_epochs = [epochs[i] for i in rows]
+            distinct = set(map(type, group_epochs)) | set(map(type, group_payloads))
+            if distinct == {int} and min(group_payloads) >= 0 and max(group_payloads) < int_size:
+                for epoch in set(group_epochs):
+                    epoch_codes[epoch] = window.check(spec, epoch)
+                if not any(epoch_codes.values()):
+                    valid += map(ValidReport, repeat(spec), group_epochs,
+                                 [rids[i] for i in rows], [tokens[i] for i in rows],
+                                 [(p,) for p in group_payloads])
+                    positions += rows
+                    continue
         for i in rows:
             epoch = epochs[i]
             if type(epoch) is not int:
@@ -277,3 +290,51 @@ def validate(
             valid.append(ValidReport(spec, epoch, rid, token, counters))
             positions.append(i)
     return Verdict(tuple(valid), tuple(positions), rejected, tuple(implausible))
+
+
+def _groups(
+    cols: Columns, known_names: set[str], rejected: dict[int, str]
+) -> dict[tuple[str, int], list[int]]:
+    """The rows of each (metric, version) pair of str and int; the rest are refused."""
+    metric, version = cols.metric, cols.version
+    groups: dict[tuple[str, int], list[int]] = {}
+    if set(map(type, metric)) == {str} and set(map(type, version)) == {int}:
+        pairs = list(zip(metric, version, strict=True))
+        distinct = dict.fromkeys(pairs)
+        if len(distinct) == 1:
+            return {pairs[0]: list(range(len(pairs)))}
+        # Vectorised: a stable sort of the pairs' codes splits the rows by group.
+        index = {pair: k for k, pair in enumerate(distinct)}
+        codes = np.fromiter(map(index.__getitem__, pairs), dtype=np.intp, count=len(pairs))
+        order = np.argsort(codes, kind="stable")
+        bounds = np.cumsum(np.bincount(codes, minlength=len(index)))[:-1]
+        return {pair: rows.tolist() for pair, rows in zip(distinct, np.split(order, bounds),
+                                                           strict=True)}
+    for i, (m, v) in enumerate(zip(metric, version, strict=True)):
+        if type(m) is str and type(v) is int:
+            groups.setdefault((m, v), []).append(i)
+        else:
+            known = type(m) is str and m in known_names
+            rejected[i] = "unknown_version" if known else "unknown_metric"
+    return groups
+
+
+def _ids_and_tokens_ok(rids: list[Any], tokens: list[Any]) -> bool:
+    """Whether every id and token of the batch is well formed, checked per column:
+    the lengths, then the alphabet of the joined column (``bytes.translate`` deletes
+    the allowed characters: what is left must be the separators alone).
+
+    >>> _ids_and_tokens_ok(["0" * 32], ["A" * 43]), _ids_and_tokens_ok(["0" * 32], ["A=" * 43])
+    (True, False)
+    """
+    if not (set(map(type, rids)) == {str} and set(map(type, tokens)) == {str}):
+        return False
+    if set(map(len, rids)) != {32} or not 43 <= min(map(len, tokens)) <= max(
+            map(len, tokens)) <= 1400:
+        return False
+    joined_ids, joined_tokens = "\n".join(rids), "\n".join(tokens)
+    if not (joined_ids.isascii() and joined_tokens.isascii()):
+        return False
+    separators = b"\n" * (len(rids) - 1)
+    return (joined_ids.encode().translate(None, _HEX) == separators
+            and joined_tokens.encode().translate(None, _B64URL) == separators)

@@ -225,9 +225,12 @@ def openapi_document() -> dict[str, Any]:
             "/v1/reports": {"post": {
                 "operationId": "postReports", "security": [{"bearer": []}],
                 "description": "ingest key; a columnar batch of 1 to 1000 reports "
-                               "(Content-Encoding gzip allowed)",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/Batch"}}}},
+                               "(Content-Encoding gzip allowed), as JSON or in the "
+                               "binary layout of ldp_core.wire (application/vnd.ldp.batch)",
+                "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/Batch"}},
+                    "application/vnd.ldp.batch": {"schema": {"type": "string",
+                                                             "format": "binary"}}}},
                 "responses": {
                     "200": _json({"$ref": "#/components/schemas/BatchResult"},
                                  "one result per report, in order"),

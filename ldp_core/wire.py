@@ -32,6 +32,17 @@ True
 ... except ReportError as exc:
 ...     print(exc.code)
 batch_shape
+
+The same columns travel as a compact binary batch (``BINARY_MEDIA``,
+content-negotiated beside JSON; ``encode_binary`` / ``decode_binary``): each
+distinct unit (metric, version, epoch) and each distinct token is written once
+and every report names them by index, report ids are 16 raw bytes and integer
+payloads 4 bytes: 50 devices x 20 metrics with 2048-bit tokens are 44 KB
+instead of 447 KB of JSON, decoded with ``struct`` and C-level splits:
+
+>>> cols = encode_batch([env, Envelope("m", 1, 5, "ff" * 16, "11" * 32, 7)])
+>>> decode_binary(encode_binary(cols)) == cols
+True
 """
 
 from __future__ import annotations
@@ -40,7 +51,8 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +60,7 @@ from ldp_core import Payload
 from ldp_core.errors import ReportError
 
 __all__ = [
+    "BINARY_MEDIA",
     "COLUMNS",
     "MAX_BATCH",
     "REPORT_ID",
@@ -56,8 +69,10 @@ __all__ = [
     "batch_json",
     "check_shape",
     "decode_batch",
+    "decode_binary",
     "device_token",
     "encode_batch",
+    "encode_binary",
 ]
 
 MAX_BATCH = 1000
@@ -139,3 +154,152 @@ def decode_batch(body: object) -> list[Envelope]:
     """Envelopes from a columnar batch; ``ReportError`` for a malformed batch (``check_shape``)."""
     columns = check_shape(body)
     return [Envelope(*row) for row in zip(*(columns[c] for c in COLUMNS), strict=True)]
+
+
+# -- the binary batch -------------------------------------------------------------------
+#
+# Content-Type: application/vnd.ldp.batch (``BINARY_MEDIA``); all integers big-endian.
+#
+#     magic      5 bytes  b"LDPB" 0x01 (format 1)
+#     n          u16      reports, 1..MAX_BATCH
+#     U          u16      distinct units; U times: u8 length, metric name (ASCII),
+#                         u32 version, u32 epoch
+#     units      n x u16  each report's unit (index into the U units)
+#     report_id  n x 16   raw bytes (the hex text of the JSON batch)
+#     T          u16      distinct tokens; u32 length L, then L bytes: the T tokens
+#                         (ASCII, base64url: never a comma) joined by ","
+#     tokens     n x u16  each report's token (index into the T tokens)
+#     kind       u8       the payload column: 0 = n x u32 integers (GRR, binary RR,
+#                         1BitMean ...); 1 = n x (u32, u32) pairs, read as [a, b]
+#                         lists (OLH's [seed, bucket]); 2 = u32 length, then a JSON
+#                         array of the n payloads (every other wire form)
+#
+# A body that breaks this layout (short, long, an index out of range, not ASCII)
+# is ``ReportError("batch_shape")``; n out of range is ``batch_size``.
+
+BINARY_MEDIA = "application/vnd.ldp.batch"
+_MAGIC = b"LDPB\x01"
+_U32 = 1 << 32
+
+
+def encode_binary(columns: Mapping[str, Sequence[Any]]) -> bytes:
+    """The binary batch of ``COLUMNS``; ``ValueError`` naming a value it cannot hold
+    (then send JSON: names, versions and epochs it cannot hold are invalid anyway)."""
+    n = len(columns["metric"])
+    if not 0 < n <= MAX_BATCH:
+        raise ValueError(f"a batch holds 1 to {MAX_BATCH} reports, got {n}")
+    units: dict[tuple[str, int, int], int] = {}
+    tokens: dict[str, int] = {}
+    unit_ix = [units.setdefault((m, v, e), len(units)) for m, v, e in zip(
+        columns["metric"], columns["version"], columns["epoch"], strict=True)]
+    token_ix = [tokens.setdefault(t, len(tokens)) for t in columns["token"]]
+    out = [_MAGIC, struct.pack(">HH", n, len(units))]
+    for (name, version, epoch) in units:
+        raw = name.encode("ascii")
+        if not (len(raw) < 256 and 0 <= version < _U32 and 0 <= epoch < _U32):
+            raise ValueError(f"unit {(name, version, epoch)!r} does not fit the binary batch")
+        out.append(struct.pack(f">B{len(raw)}sII", len(raw), raw, version, epoch))
+    out.append(struct.pack(f">{n}H", *unit_ix))
+    ids = "".join(columns["report_id"])
+    raw_ids = bytes.fromhex(ids) if len(ids) == 32 * n else b""
+    if raw_ids.hex() != ids:
+        raise ValueError("every report_id must be 32 lowercase hex characters")
+    out.append(raw_ids)
+    joined = ",".join(tokens).encode("ascii")
+    if joined.count(b",") != len(tokens) - 1:
+        raise ValueError("a token holds a comma: send the JSON batch")
+    out.append(struct.pack(">HI", len(tokens), len(joined)) + joined)
+    out.append(struct.pack(f">{n}H", *token_ix))
+    payloads = columns["payload"]
+    if all(type(p) is int and 0 <= p < _U32 for p in payloads):
+        out.append(struct.pack(f">B{n}I", 0, *payloads))
+    elif all(type(p) is list and len(p) == 2 and all(type(x) is int and 0 <= x < _U32
+                                                        for x in p) for p in payloads):
+        out.append(struct.pack(f">B{2 * n}I", 1, *(x for p in payloads for x in p)))
+    else:
+        text = json.dumps(list(payloads), separators=(",", ":")).encode()
+        out.append(struct.pack(">BI", 2, len(text)) + text)
+    return b"".join(out)
+
+
+def decode_binary(
+    body: bytes, loads: Callable[[bytes], Any] = json.loads
+) -> dict[str, list[Any]]:
+    """The columns of a binary batch (as ``check_shape`` returns them for JSON).
+
+    ``loads`` parses the JSON payload column (kind 2; the collector passes orjson's).
+    """
+    try:
+        return _decode_binary(memoryview(body), loads)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, ReportError):
+            raise
+        raise ReportError("batch_shape", f"malformed binary batch: {exc}") from None
+
+
+def _decode_binary(body: memoryview, loads: Callable[[bytes], Any]) -> dict[str, list[Any]]:
+    if body[:5] != _MAGIC:
+        raise ReportError("batch_shape", f"a binary batch starts with {_MAGIC!r}")
+    n, u = struct.unpack_from(">HH", body, 5)
+    if not 0 < n <= MAX_BATCH:
+        raise ReportError("batch_size", f"a batch holds 1 to {MAX_BATCH} reports, got {n}")
+    at = 9
+    units: list[tuple[str, int, int]] = []
+    for _ in range(u):
+        size = body[at]
+        name = str(body[at + 1: at + 1 + size], "ascii")
+        version, epoch = struct.unpack_from(">II", body, at + 1 + size)
+        units.append((name, version, epoch))
+        at += 9 + size
+    unit_ix = struct.unpack_from(f">{n}H", body, at)
+    at += 2 * n
+    ids = body[at: at + 16 * n].hex(",", 16).split(",")
+    if len(ids) != n or len(ids[0]) != 32:  # grouped from the right: a short one is first
+        raise ReportError("batch_shape", "binary batch: report ids are cut short")
+    at += 16 * n
+    t, size = struct.unpack_from(">HI", body, at)
+    at += 6
+    tokens = str(body[at: at + size], "ascii").split(",")
+    if len(tokens) != t or at + size > len(body):
+        raise ReportError("batch_shape", f"binary batch: {t} tokens announced, "
+                          f"{len(tokens)} found")
+    at += size
+    token_ix = struct.unpack_from(f">{n}H", body, at)
+    at += 2 * n
+    kind = body[at]
+    payload: list[Any]
+    if kind == 0:
+        payload = list(struct.unpack_from(f">{n}I", body, at + 1))
+        at += 1 + 4 * n
+    elif kind == 1:
+        flat = struct.unpack_from(f">{2 * n}I", body, at + 1)
+        payload = [list(flat[i: i + 2]) for i in range(0, 2 * n, 2)]
+        at += 1 + 8 * n
+    elif kind == 2:
+        (size,) = struct.unpack_from(">I", body, at + 1)
+        text = bytes(body[at + 5: at + 5 + size])
+        at += 5 + size
+        parsed = loads(text)
+        if type(parsed) is not list or len(parsed) != n:
+            raise ReportError("batch_shape", f"binary batch: the payload column must be a "
+                              f"JSON array of {n} values")
+        payload = parsed
+    else:
+        raise ReportError("batch_shape", f"binary batch: unknown payload kind {kind}")
+    if at != len(body):
+        raise ReportError("batch_shape", f"binary batch: {len(body) - at} bytes left over "
+                          "(or cut short)")
+    # An index out of range raises IndexError: batch_shape.
+    if u == 1 and not any(unit_ix):
+        metric, version, epoch = ([x] * n for x in units[0])
+    else:
+        metric, version, epoch = (list(map(column.__getitem__, unit_ix))
+                                  for column in map(list, zip(*units, strict=True)))
+    return {
+        "metric": metric,
+        "version": version,
+        "epoch": epoch,
+        "report_id": ids,
+        "token": list(map(tokens.__getitem__, token_ix)),
+        "payload": payload,
+    }

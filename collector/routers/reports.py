@@ -1,5 +1,9 @@
 """Ingest: POST /v1/reports, a columnar batch (``ldp_core.wire``) of <= 1000 reports.
 
+The batch is JSON (``Content-Type: application/json``, the default) or the
+binary layout of ``ldp_core.wire`` (``application/vnd.ldp.batch``); both
+decode to the same columns and get the same checks and answer.
+
 The answer is 200 with one result per report, in order:
 ``{"accepted": a, "duplicates": d, "rejected": r, "results": [{"status":
 "accepted"|"duplicate"|"rejected", "code": null|"<reason>"}, ...]}``.  The
@@ -23,6 +27,7 @@ from collector.ingest import (
     EpochWindow,
     inflate,
     metric_keys,
+    parse_binary,
     parse_columns,
     read_limited,
     validate,
@@ -31,6 +36,7 @@ from collector.logs import log_event
 from collector.routers.metrics import parse_json
 from collector.tokens import TokenService
 from ldp_core.metric import NAME_PATTERN
+from ldp_core.wire import BINARY_MEDIA
 from ldp_server.problems import Problem, json_response
 
 __all__ = ["router"]
@@ -49,12 +55,14 @@ async def post_reports(
     started = time.perf_counter()
     settings = runtime.settings
     media = request.headers.get("content-type", "application/json").split(";")[0].strip()
-    if media.lower() not in ("application/json", ""):
-        raise Problem(415, "unsupported_media_type", "send Content-Type: application/json")
+    media = media.lower()
+    if media not in ("application/json", "", BINARY_MEDIA):
+        raise Problem(415, "unsupported_media_type",
+                      f"send Content-Type: application/json or {BINARY_MEDIA}, not {media!r}")
     raw = await read_limited(request.stream(), settings.max_body_bytes,
                              request.headers.get("content-length"))
     body = inflate(raw, request.headers.get("content-encoding"), settings.max_inflated_bytes)
-    cols = parse_columns(parse_json(body))
+    cols = parse_binary(body) if media == BINARY_MEDIA else parse_columns(parse_json(body))
     specs = await store.get_metrics(metric_keys(cols))
     distinct = {name for name in cols.metric if type(name) is str}
     names = {name for name in distinct if NAME_PATTERN.match(name)}

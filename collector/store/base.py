@@ -20,6 +20,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from collector.store.schema import (
     CREATE_LUA,
+    INGEST_BATCH_LUA,
+    INGEST_BATCH_SHA,
     INGEST_LUA,
     INGEST_SHA,
     LIST_LUA,
@@ -101,10 +103,11 @@ class StoreBase:
         return True
 
     async def _load_scripts(self) -> None:
-        exists = await self.client.script_exists(INGEST_SHA)
-        flags = exists if isinstance(exists, list) else [exists]
-        if not all(flags):
-            await self.client.script_load(INGEST_LUA)
+        for sha, lua in ((INGEST_SHA, INGEST_LUA), (INGEST_BATCH_SHA, INGEST_BATCH_LUA)):
+            exists = await self.client.script_exists(sha)
+            flags = exists if isinstance(exists, list) else [exists]
+            if not all(flags):
+                await self.client.script_load(lua)
 
     async def digest_key(self) -> bytes:
         """The MAC key of every digest the collector keeps (also the token issuer's)."""

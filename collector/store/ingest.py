@@ -2,8 +2,8 @@
 
 See ``collector.store.schema`` for the keys and the Lua script; here the
 reports are digested (keyed BLAKE2b), grouped by (metric, version, epoch,
-shard) and sent, one script call per slot, in one pipeline on a single node
-or concurrently on a Redis Cluster (``ingest`` returns only once every call
+shard) and sent in one script call for all slots on a single node, or one
+call per slot, concurrently, on a Redis Cluster (``ingest`` returns only once every call
 has settled).
 
 >>> _counter_text([(3,), (1,)]), _counter_text([(0, 2), ()])
@@ -21,7 +21,15 @@ from typing import Any, Literal, NamedTuple
 import redis.exceptions
 
 from collector.store.base import StoreBase
-from collector.store.schema import INGEST_LUA, INGEST_SHA, implausible_key, index_key, tally_tag
+from collector.store.schema import (
+    INGEST_BATCH_LUA,
+    INGEST_BATCH_SHA,
+    INGEST_LUA,
+    INGEST_SHA,
+    implausible_key,
+    index_key,
+    tally_tag,
+)
 from ldp_core.metric import MetricSpec
 
 __all__ = ["STATE_MARGIN_SECONDS", "Ingest", "Outcome", "ValidReport"]
@@ -86,21 +94,25 @@ class Ingest(StoreBase):
             return []
         secret = await self._get_secret()
         shards = self.shards
+        # Keyed once per batch: copying a keyed hasher skips the key block per token;
+        # one digest per distinct token (a device's reports of ~20 metrics share one).
+        fresh = blake2b(key=secret, digest_size=12, person=b"ldp-spent").copy
+        of_token: dict[str, bytes] = {}
+        for token in dict.fromkeys(r.token for r in reports):
+            h = fresh()
+            h.update(token.encode())
+            of_token[token] = h.digest()
+        digests = [of_token[r.token] for r in reports]
+        records = [d[4:] for d in digests]
         # Grouped by (name, version, epoch, shard): hashing a MetricSpec hashes its domain.
         groups: dict[tuple[str, int, int, int], list[int]] = defaultdict(list)
         spec_of: dict[tuple[str, int], MetricSpec] = {}
-        records: list[bytes] = []
-        # Keyed once per batch: copying a keyed hasher skips the key block per report.
-        spent_mac = blake2b(key=secret, digest_size=12, person=b"ldp-spent")
-        for position, report in enumerate(reports):
-            h = spent_mac.copy()
-            h.update(report.token.encode())
-            digest = h.digest()
-            records.append(digest[4:])
-            shard = int.from_bytes(digest[:4], "big") % shards
+        for position, (report, digest) in enumerate(zip(reports, digests, strict=True)):
             spec = report.spec
-            spec_of[(spec.name, spec.version)] = spec
-            groups[(spec.name, spec.version, report.epoch, shard)].append(position)
+            name, version = spec.name, spec.version
+            spec_of[(name, version)] = spec
+            groups[(name, version, report.epoch,
+                    int.from_bytes(digest[:4], "big") % shards)].append(position)
         calls: list[list[Any]] = []
         slots: list[tuple[str, str]] = []  # per call: the index key and this slot's member
         for (name, version, epoch, shard), positions in groups.items():
@@ -166,17 +178,20 @@ class Ingest(StoreBase):
                 index[key].add(member)
             await _settle(self.client.sadd(k, *sorted(m)) for k, m in index.items())
             return await _settle(self._evalsha(args) for args in calls)
-        # One node: each script also lists its slot in the index (KEYS[3], ARGV[6]).
+        # One node: ONE script call applies every slot of the batch, each also listing
+        # its slot in the index (KEYS[3j+3]): one Lua call instead of one per slot.
+        keys: list[str] = []
+        argv: list[Any] = [len(calls)]
+        for (key, member), (tally, dedupe, *args) in zip(slots, calls, strict=True):
+            keys += (tally, dedupe, key)
+            argv += (*args, member)
         for attempt in (0, 1):
-            pipe = self.client.pipeline(transaction=False)
-            for (key, member), (tally, dedupe, *args) in zip(slots, calls, strict=True):
-                pipe.evalsha(INGEST_SHA, 3, tally, dedupe, key, *args, member)
             try:
-                return list(await pipe.execute())
+                return list(await self.client.evalsha(INGEST_BATCH_SHA, len(keys), *keys, *argv))
             except redis.exceptions.NoScriptError:
                 if attempt:
                     raise
-                await self.client.script_load(INGEST_LUA)
+                await self.client.script_load(INGEST_BATCH_LUA)
         raise AssertionError("unreachable")
 
     async def _evalsha(self, args: list[Any]) -> Any:

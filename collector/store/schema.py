@@ -63,10 +63,12 @@ its reports, then for each report in order a plain substring search of its
 6-byte rest in the bucket (aligned to 6 bytes): found (stored, or earlier in
 the batch) is ``duplicate``; else the rest is appended; one HSET writes the
 changed buckets; the merged increments of the accepted reports are applied
-with one HINCRBY per distinct counter.  On one node the same script adds its
-slot to the ``slots`` index, so counters are never visible without their
-index entry; the scripts of all slots of a batch go out in one pipeline
-(EVALSHA, loaded again on NOSCRIPT).  On a Redis Cluster the index is in
+with one HMGET and one HSET of the counters (exact below 2^53).  On one node
+the same script adds its slot to the ``slots`` index, so counters are never visible without their
+index entry, and all slots of a batch go in ONE call (``INGEST_BATCH_LUA``, the
+same per-slot function in a loop; EVALSHA, loaded again on NOSCRIPT): a batch of
+50 devices x 20 metrics touches 80 slots, and a script call costs Redis more
+than a slot's few reports.  On a Redis Cluster the index is in
 another slot: one SADD per index goes first, then the scripts go out
 concurrently (redis-py refuses EVALSHA in a cluster pipeline), each to the
 master of its slot, and ``ingest`` returns only once every call has settled.
@@ -89,6 +91,8 @@ from ldp_core.metric import MetricSpec
 
 __all__ = [
     "CREATE_LUA",
+    "INGEST_BATCH_LUA",
+    "INGEST_BATCH_SHA",
     "INGEST_LUA",
     "INGEST_SHA",
     "LIST_LUA",
@@ -116,62 +120,103 @@ SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
 # ARGV[6] EXPIREAT of the tally hash (the counters' retention);
 # ARGV[7] with KEYS[3]: this slot's member of the index, "epoch:shard".
 # Returns a string of R characters: "0" accepted, "1" duplicate (token spent).
-INGEST_LUA = """
-local r = tonumber(ARGV[2])
-local records = ARGV[3]
-local buckets = {}
-for i = 1, r do buckets[i] = string.sub(records, 8 * i - 7, 8 * i - 6) end
-local held = redis.call('HMGET', KEYS[2], unpack(buckets))
-local now, changed, order = {}, {}, {}
-local out, refused = {}, {}
-local accepted = 0
-for i = 1, r do
-  local b = buckets[i]
-  local rest = string.sub(records, 8 * i - 5, 8 * i)
-  local blob = now[b] or held[i] or ''
-  local dup = false
-  local at = string.find(blob, rest, 1, true)
-  while at do
-    if (at - 1) % 6 == 0 then dup = true break end
-    at = string.find(blob, rest, at + 1, true)
-  end
-  if dup then
-    out[i] = '1'
-    refused[i] = true
-  else
-    out[i] = '0'
-    accepted = accepted + 1
-    now[b] = blob .. rest
-    if not changed[b] then changed[b] = true order[#order + 1] = b end
-  end
-end
-if accepted == 0 then return table.concat(out) end
-local fields = {}
-for _, b in ipairs(order) do
-  fields[#fields + 1] = b
-  fields[#fields + 1] = now[b]
-end
-redis.call('HSET', KEYS[2], unpack(fields))
-local inc = {}
-for idx, n in string.gmatch(ARGV[5], '(%d+):(%d+)') do inc[idx] = tonumber(n) end
-if accepted < r then
-  local i = 1
-  for counters in string.gmatch(ARGV[4], '([^;]*);') do
-    if refused[i] then
-      for idx in string.gmatch(counters, '%d+') do inc[idx] = inc[idx] - 1 end
+_INGEST_SLOT = """
+local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
+  local r = tonumber(a2)
+  local records = a3
+  local buckets = {}
+  for i = 1, r do buckets[i] = string.sub(records, 8 * i - 7, 8 * i - 6) end
+  local held = redis.call('HMGET', dkey, unpack(buckets))
+  local now, changed, order = {}, {}, {}
+  local out, refused = {}, {}
+  local accepted = 0
+  for i = 1, r do
+    local b = buckets[i]
+    local rest = string.sub(records, 8 * i - 5, 8 * i)
+    local blob = now[b] or held[i] or ''
+    local dup = false
+    local at = string.find(blob, rest, 1, true)
+    while at do
+      if (at - 1) % 6 == 0 then dup = true break end
+      at = string.find(blob, rest, at + 1, true)
     end
-    i = i + 1
-    if i > r then break end
+    if dup then
+      out[i] = '1'
+      refused[i] = true
+    else
+      out[i] = '0'
+      accepted = accepted + 1
+      now[b] = blob .. rest
+      if not changed[b] then changed[b] = true order[#order + 1] = b end
+    end
+  end
+  if accepted == 0 then return table.concat(out), 0 end
+  local fields = {}
+  for _, b in ipairs(order) do
+    fields[#fields + 1] = b
+    fields[#fields + 1] = now[b]
+  end
+  redis.call('HSET', dkey, unpack(fields))
+  -- The counters: one HMGET and one HSET (a call from Lua costs Redis more than
+  -- the arithmetic), exact integers while a counter is below 2^53.
+  local idx, inc, pos = {}, {}, {}
+  for k, n in string.gmatch(a5, '(%d+):(%d+)') do
+    idx[#idx + 1] = k
+    inc[#idx] = tonumber(n)
+    pos[k] = #idx
+  end
+  if accepted < r then
+    local i = 1
+    for counters in string.gmatch(a4, '([^;]*);') do
+      if refused[i] then
+        for k in string.gmatch(counters, '%d+') do inc[pos[k]] = inc[pos[k]] - 1 end
+      end
+      i = i + 1
+      if i > r then break end
+    end
+  end
+  idx[#idx + 1] = 'n'
+  inc[#idx] = accepted
+  local have = redis.call('HMGET', tkey, unpack(idx))
+  local set = {}
+  for j = 1, #idx do
+    if inc[j] ~= 0 then
+      set[#set + 1] = idx[j]
+      set[#set + 1] = string.format('%d', (tonumber(have[j]) or 0) + inc[j])
+    end
+  end
+  redis.call('HSET', tkey, unpack(set))
+  redis.call('EXPIREAT', dkey, a1)
+  redis.call('EXPIREAT', tkey, a6)
+  return table.concat(out), accepted
+end
+"""
+INGEST_LUA = _INGEST_SLOT + """
+local out, accepted = slot(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+                           ARGV[6])
+if accepted > 0 and KEYS[3] then redis.call('SADD', KEYS[3], ARGV[7]) end
+return out
+"""
+
+# One node: every slot of a batch in ONE call (a script may touch keys of several
+# hash slots outside Redis Cluster).  ARGV[1] S, the number of slots; slot j (from 0)
+# has KEYS[3j+1..3j+3] and ARGV[7j+2..7j+8], laid out as INGEST_LUA's.  Returns
+# the S strings of INGEST_LUA, in order.
+INGEST_BATCH_LUA = _INGEST_SLOT + """
+local out, members = {}, {}
+for j = 0, tonumber(ARGV[1]) - 1 do
+  local k, a = 3 * j, 7 * j + 1
+  local accepted
+  out[j + 1], accepted = slot(KEYS[k + 1], KEYS[k + 2], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+                              ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+  if accepted > 0 then
+    local x = KEYS[k + 3]
+    if not members[x] then members[x] = {} end
+    table.insert(members[x], ARGV[a + 7])
   end
 end
-for idx, v in pairs(inc) do
-  if v ~= 0 then redis.call('HINCRBY', KEYS[1], idx, v) end
-end
-redis.call('HINCRBY', KEYS[1], 'n', accepted)
-redis.call('EXPIREAT', KEYS[2], ARGV[1])
-redis.call('EXPIREAT', KEYS[1], ARGV[6])
-if KEYS[3] then redis.call('SADD', KEYS[3], ARGV[7]) end
-return table.concat(out)
+for x, list in pairs(members) do redis.call('SADD', x, unpack(list)) end
+return out
 """
 
 # KEYS[1] spec hash, KEYS[2] names set; ARGV[1] canonical JSON, ARGV[2] stored JSON,
@@ -201,6 +246,7 @@ return out
 """
 
 INGEST_SHA = hashlib.sha1(INGEST_LUA.encode()).hexdigest()  # noqa: S324 - Redis script id
+INGEST_BATCH_SHA = hashlib.sha1(INGEST_BATCH_LUA.encode()).hexdigest()  # noqa: S324
 
 
 def tally_tag(spec: MetricSpec, epoch: int, shard: int) -> str:
