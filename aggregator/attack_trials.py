@@ -152,6 +152,7 @@ def per_epoch_bound(scenario: Scenario, fraction: float, alpha: float = 0.01,
     against the MGA on an unknown one of the k values (one-counter-per-report
     mechanisms: those with ``output_distribution``; normal approximation).
 
+    With tokens the attacker's devices replace honest ones (n - m honest, m fakes).
     The honest output law P0 (from the true shares) is known exactly, or,
     with ``history``, estimated from that many earlier epochs of the same size.
     An MGA fake is uniform over the counters that support the target, law F.
@@ -178,8 +179,10 @@ def per_epoch_bound(scenario: Scenario, fraction: float, alpha: float = 0.01,
                        dtype=np.float64)
     fake = support / support.sum()
     w = fake / law
-    delta = scenario.fakes(fraction) * float(w @ fake - w @ law) / math.sqrt(
-        scenario.honest * float(w**2 @ law - (w @ law) ** 2))
+    fakes = scenario.fakes(fraction)
+    honest = scenario.honest - fakes if scenario.tokens else scenario.honest
+    delta = fakes * float(w @ fake - w @ law) / math.sqrt(
+        honest * float(w**2 @ law - (w @ law) ** 2))
     if history:
         delta /= math.sqrt(1 + 1 / history)
     k = scenario.width

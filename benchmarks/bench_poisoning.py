@@ -1,8 +1,10 @@
 """Poisoning: what the maximal gain attack costs, and how often the signals see it.
 
-Run: ``.venv/bin/python benchmarks/bench_poisoning.py [--quick] [--only grr,olh]``
-(full: about 45 min of one core, most of it the Monte Carlo calibration of the
-one-counter mechanisms; ``--quick`` a tenth of the trials).
+Run: ``.venv/bin/python benchmarks/bench_poisoning.py [--quick] [--only grr,olh]
+[--trials SMALL,AT5,HONEST]``
+(the default trials: hours of one core, most of it the Monte Carlo calibration of
+the one-counter mechanisms, 0.1-0.2 s per estimate; ``--quick`` a tenth of the
+trials; ``--trials`` sets them; ``--only`` splits the rows over processes).
 
 The issue's setting: d = 32, epsilon = 1, n = 10,000 honest reports in the
 attacked epoch, 30 earlier honest epochs of the same population (Zipf(1) over
@@ -64,21 +66,25 @@ def _rate(o: Outcome) -> str:
     return f"{_pct(o.rate)} [{_pct(low)}, {_pct(high)}] ({o.detected}/{o.trials})"
 
 
-def trials(m: Mechanism, quick: bool) -> dict[str, int]:
-    """Trials per cell: most where the goal is tight (Hadamard, HCMS at 5%)."""
+def trials(m: Mechanism, quick: bool, given: tuple[int, int, int] | None = None) -> dict[str, int]:
+    """Trials per cell (small cells, 5% fakes, honest): most where the goal is tight
+    (Hadamard, HCMS at 5%); ``given`` overrides the three."""
     tight = m.name in ("hadamard", "hcms")
     out = {"small": 300, "at5": 2000 if tight else 1000,
            "honest": 2000 if fake_laws(m) is not None else 4000}
+    if given is not None:
+        out = dict(zip(("small", "at5", "honest"), given, strict=True))
     return {k: max(20, v // 10) if quick else v for k, v in out.items()}
 
 
-def rows(quick: bool, only: set[str] | None = None) -> list[tuple[object, ...]]:
+def rows(quick: bool, only: set[str] | None = None,
+         given: tuple[int, int, int] | None = None) -> list[tuple[object, ...]]:
     """One row per mechanism (see ``section`` for the columns)."""
     out: list[tuple[object, ...]] = []
     for i, m in enumerate(mechanisms()):
         if only and m.name not in only:
             continue
-        count = trials(m, quick)
+        count = trials(m, quick, given)
         plain, tokens = Scenario(m, honest=HONEST), Scenario(m, honest=HONEST, tokens=True)
         share = float(plain.shares()[plain.target])
         beta = fraction_to_move(m, SHIFT, share)
@@ -107,6 +113,8 @@ def rows(quick: bool, only: set[str] | None = None) -> list[tuple[object, ...]]:
                 "LR, Monte Carlo" if fake_laws(m) is not None else "shares, Bonferroni",
             )
         )
+        # Each row as it is done (the full run is long): stderr, one markdown line.
+        print("| " + " | ".join(str(c) for c in out[-1]) + " |", file=sys.stderr, flush=True)
     return out
 
 
@@ -128,7 +136,8 @@ def bounds() -> str:
     return table(tuple(columns), out)
 
 
-def section(quick: bool, only: set[str] | None = None) -> str:
+def section(quick: bool, only: set[str] | None = None,
+            given: tuple[int, int, int] | None = None) -> str:
     """The poisoning table as markdown."""
     columns = (
         "mechanism",
@@ -146,14 +155,18 @@ def section(quick: bool, only: set[str] | None = None) -> str:
         "false alarms (honest) [95% CI] (trials)",
         "drift test",
     )
-    return table(columns, rows(quick, only))
+    return table(columns, rows(quick, only, given))
 
 
 def main(argv: list[str]) -> None:
     quick = "--quick" in argv
     only = set(argv[argv.index("--only") + 1].split(",")) if "--only" in argv else None
+    given = None
+    if "--trials" in argv:  # small,at5,honest
+        a, b, c = (int(x) for x in argv[argv.index("--trials") + 1].split(","))
+        given = (a, b, c)
     print(header("Poisoning: maximal gain attack against every mechanism (d = 32, eps = 1)"))
-    print(section(quick, only))
+    print(section(quick, only, given))
     print()
     print("Best power of any per-epoch test at 5% fakes and 1% false alarms:")
     print(bounds())
