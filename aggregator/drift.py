@@ -76,9 +76,11 @@ Floats = npt.NDArray[np.float64]
 
 #: The weighted statistic applies when counters x values is at most this.
 LR_MAX_CELLS = 1 << 20
-#: Monte Carlo calibration when draws x counters x values is at most this (the
-#: work of one request, in a worker thread); past it the normal thresholds apply.
+#: Monte Carlo calibration when draws x counters x values is at most MC_MAX_WORK
+#: and draws x counters (binomial draws, twice) at most MC_MAX_DRAWS: the work of
+#: one request, in a worker thread; past them the normal thresholds apply.
 MC_MAX_WORK = 1 << 28
+MC_MAX_DRAWS = 1 << 22
 #: Draws simulated at once (memory: CHUNK x counters integers, twice).
 CHUNK = 1000
 
@@ -160,11 +162,12 @@ def calibrated_drift(m: Mechanism, latest: Tally, earlier: Tally, alpha_rise: fl
                      alpha_fall: float, draws: int) -> Drift | None:
     """The weighted drift with Monte Carlo thresholds (module docstring); None where the
     weighted statistic does not apply or the simulation would cost more than
-    ``MC_MAX_WORK``."""
+    ``MC_MAX_WORK`` or ``MC_MAX_DRAWS``."""
+    cells = m.num_counters * m.domain_size
+    if draws * cells > MC_MAX_WORK or draws * m.num_counters > MC_MAX_DRAWS:
+        return None
     laws = fake_laws(m)
     if laws is None or latest[1] <= 0 or earlier[1] <= 0:
-        return None
-    if draws * laws.size > MC_MAX_WORK:
         return None
     now_t = np.asarray(latest[0], dtype=np.int64)
     before_t = np.asarray(earlier[0], dtype=np.int64)
