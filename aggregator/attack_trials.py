@@ -1,7 +1,8 @@
 """Monte Carlo trials of the poisoning harness: how often the signals see an attack.
 
 One scenario = a mechanism, a population of n honest devices (fixed true
-values), ``history`` earlier epochs of the same population, and a latest epoch
+values), ``history`` earlier epochs of the same population (30 by default: a
+month of daily epochs), and a latest epoch
 to which the attacker adds MGA fakes (no tokens: any number of reports from
 one fleet key) or in which its own devices send MGA fakes instead of their
 honest reports (tokens: one report per device).  The shared helper of
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.attacks import gain, mga_tallies
+from aggregator.drift import fake_laws
 from aggregator.poisoning import Policy, assess, shares
 from ldp_core import Mechanism
 
@@ -38,7 +40,7 @@ class Scenario:
 
     mech: Mechanism
     honest: int = 10_000
-    history: int = 10
+    history: int = 30
     tokens: bool = False
     policy: Policy = field(default_factory=Policy)
 
@@ -118,10 +120,17 @@ def run(scenario: Scenario, fraction: float, trials: int, seed: int, epochs: int
 
 
 def predicted_detection(scenario: Scenario, fraction: float) -> float:
-    """P[the drift test flags the target] by the normal law: the MGA moves the target by
-    fraction (gain - f) over a stderr sqrt(se_now^2 + se_before^2) (rare-value variance
-    plus item term); a lower bound on the flag rate (other signals only add to it)."""
+    """P[the drift test flags the target] by the normal law.
+
+    Where the calibrated likelihood-ratio test applies (``aggregator.drift``), its
+    power is ``per_epoch_bound`` at the rise budget: it is the test of that bound.
+    Else the MGA moves the target by fraction (gain - f) over a stderr
+    sqrt(se_now^2 + se_before^2) (rare-value variance plus item term) against the
+    Bonferroni threshold.  Other signals only add flags."""
     m, f = scenario.mech, float(scenario.shares()[scenario.target])
+    policy = scenario.policy
+    if policy.calibrate and fake_laws(m) is not None:
+        return per_epoch_bound(scenario, fraction, policy.alpha_rise, scenario.history)
     n_now = scenario.honest + (0 if scenario.tokens else scenario.fakes(fraction))
     n_before = scenario.honest * scenario.history
     p, q = m.p_star, m.q_star
@@ -143,6 +152,7 @@ def per_epoch_bound(scenario: Scenario, fraction: float, alpha: float = 0.01,
     against the MGA on an unknown one of the k values (one-counter-per-report
     mechanisms: those with ``output_distribution``; normal approximation).
 
+    With tokens the attacker's devices replace honest ones (n - m honest, m fakes).
     The honest output law P0 (from the true shares) is known exactly, or,
     with ``history``, estimated from that many earlier epochs of the same size.
     An MGA fake is uniform over the counters that support the target, law F.
@@ -158,6 +168,8 @@ def per_epoch_bound(scenario: Scenario, fraction: float, alpha: float = 0.01,
     >>> s = Scenario(mechanism("hadamard", epsilon=1.0, domain_size=32))
     >>> round(per_epoch_bound(s, 0.05), 3), round(per_epoch_bound(s, 0.05, history=10), 3)
     (0.973, 0.953)
+    >>> round(per_epoch_bound(s, 0.05, history=30), 3)
+    0.967
     """
     m = scenario.mech
     f = scenario.shares()
@@ -167,8 +179,10 @@ def per_epoch_bound(scenario: Scenario, fraction: float, alpha: float = 0.01,
                        dtype=np.float64)
     fake = support / support.sum()
     w = fake / law
-    delta = scenario.fakes(fraction) * float(w @ fake - w @ law) / math.sqrt(
-        scenario.honest * float(w**2 @ law - (w @ law) ** 2))
+    fakes = scenario.fakes(fraction)
+    honest = scenario.honest - fakes if scenario.tokens else scenario.honest
+    delta = fakes * float(w @ fake - w @ law) / math.sqrt(
+        honest * float(w**2 @ law - (w @ law) ** 2))
     if history:
         delta /= math.sqrt(1 + 1 / history)
     k = scenario.width

@@ -16,13 +16,18 @@ metrics):
   probability <= a per test (normal approximation).
 - ``tally_sum_z``: the set-bit total of a unary tally against its exact
   honest law (``collector.plausibility``; |z| > 5, 6e-7 per window).
-- ``drift``: per value, z = (f_latest - f_earlier) / sqrt(se_latest^2 +
-  se_earlier^2), the latest epoch against the pooled earlier epochs of the
-  window.  A rise above Phi^-1(1 - a_rise/k) (a_rise = 0.008) or a fall below
-  -Phi^-1(1 - a_fall/k) (a_fall = 0.001) flags it (Bonferroni over the k
-  values).  One-sided budgets: promotion is what an attacker gains by (the
-  MGA's rise per fake, gain = (1-q*)/(p*-q*), is at least its fall per fake,
-  q*/(p*-q*), for every mechanism here), so most of the budget tests rises.
+- ``drift``: the latest epoch against the pooled earlier epochs of the
+  window (``aggregator.drift``), every earlier epoch of the window used (the
+  more, the more power: the honest law is known better).  A rise past the
+  rise threshold (budget a_rise = 0.009) or a fall past the fall threshold
+  (a_fall = 0.0005) flags the value.  One-level GRR, OLH, Hadamard and HCMS:
+  likelihood-ratio weights, thresholds of the maximum over the k values from
+  a Monte Carlo test through the channel (level a by construction).  The
+  others: per value, z = (f_latest - f_earlier) / sqrt(se_latest^2 +
+  se_earlier^2) against Phi^-1(1 - a/k) (Bonferroni).  One-sided budgets:
+  promotion is what an attacker gains by (the MGA's rise per fake,
+  gain = (1-q*)/(p*-q*), is at least its fall per fake, q*/(p*-q*), for
+  every mechanism here), so most of the budget tests rises.
   For two-level metrics the latest and earlier estimates share permanent
   responses and are positively correlated, so the sum of variances is an
   upper bound: the test stays conservative.  It assumes a stable population:
@@ -34,8 +39,8 @@ metrics):
   fraction x gain.
 
 The false-alarm rate on honest, stationary data is at most
-a_rise + a_fall + 2 a_impossible + 6e-7 ~ 0.9% per estimate (Bonferroni;
-``Policy.false_alarm_rate``).
+a_rise + a_fall + 2 a_impossible + 6e-7 ~ 0.95% per estimate (union bound
+over the signals; ``Policy.false_alarm_rate``).
 
 >>> from ldp_core import mechanism
 >>> from ldp_core.simulate import tallies
@@ -54,7 +59,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -62,6 +66,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.attacks import gain
+from aggregator.drift import Drift, calibrated_drift, normal_drift
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
@@ -73,7 +78,6 @@ __all__ = [
     "Signals",
     "assess",
     "estimate_signals",
-    "likelihood_drift",
     "shares",
 ]
 
@@ -87,24 +91,35 @@ SUM_Z_ALARM = 6e-7
 class Policy:
     """False-alarm budgets of each signal (per estimate, honest stationary data)."""
 
-    alpha_rise: float = 0.008
-    alpha_fall: float = 0.001
+    alpha_rise: float = 0.009
+    alpha_fall: float = 0.0005
     alpha_impossible: float = 1e-6
     robust_min_epochs: int = 3
     #: Past this many epochs, or counters x epochs, the robust median is not computed
     #: (it decodes every epoch: bounded work per request).
     robust_max_epochs: int = 64
     robust_max_cells: int = 1 << 22
-    #: True: the drift test weighs counters by likelihood ratio where it can
-    #: (``likelihood_drift``: more power on Hadamard response, more false alarms on
-    #: OLH and HCMS, measured in the README); default: the difference of shares.
-    likelihood_drift: bool = False
+    #: True: where it applies (``aggregator.drift.calibrated_drift``: one-level GRR,
+    #: OLH, Hadamard, HCMS) the drift test weighs counters by likelihood ratio and
+    #: takes its thresholds from ``draws`` simulations through the channel; else
+    #: the difference of shares with normal Bonferroni thresholds.
+    calibrate: bool = True
+    #: alpha x (draws + 1) should be a whole number for both drift budgets.
+    draws: int = 1999
+
+    def __post_init__(self) -> None:
+        for alpha in (self.alpha_rise, self.alpha_fall):
+            if not 0 < alpha < 1 or alpha * (self.draws + 1) < 1:
+                raise ValueError(
+                    f"drift budget {alpha!r} needs 0 < alpha < 1 and alpha x (draws + 1) >= 1 "
+                    f"(draws = {self.draws!r})"
+                )
 
     def quantile(self, alpha: float, tests: int) -> float:
         """Phi^-1(1 - alpha / tests): a Bonferroni one-sided threshold.
 
-        >>> round(Policy().quantile(0.008, 32), 2)
-        3.48
+        >>> round(Policy().quantile(0.009, 32), 2)
+        3.45
         """
         return -NormalDist().inv_cdf(alpha / tests)
 
@@ -146,7 +161,7 @@ class Signals:
 
     impossible: tuple[int, ...]
     sum_z: float | None
-    drift_z: tuple[float, ...] | None
+    drift: Drift | None
     rise: tuple[int, ...]
     fall: tuple[int, ...]
     robust: tuple[float, ...] | None
@@ -162,7 +177,7 @@ class Signals:
     def reasons(self, labels: Sequence[str]) -> list[str]:
         """Why it is flagged, one sentence per signal that fired."""
         out = [f"{labels[i]}: interval entirely outside [0, 1]" for i in self.impossible]
-        z = self.drift_z or ()
+        z = () if self.drift is None else self.drift.z
         out += [f"{labels[i]}: rose {z[i]:.1f} stderr above the earlier epochs" for i in self.rise]
         out += [f"{labels[i]}: fell {-z[i]:.1f} stderr below the earlier epochs" for i in self.fall]
         if self.sum_z is not None and abs(self.sum_z) > SUM_Z_FLAG:
@@ -175,15 +190,15 @@ class Signals:
         def named(idx: tuple[int, ...]) -> list[str]:
             return [labels[i] for i in idx]
 
-        k = len(labels)
         drift = None
-        if self.drift_z is not None:
+        if self.drift is not None:
             drift = {
-                "z": [round(z, 3) for z in self.drift_z],
+                "z": [round(float(z), 3) for z in self.drift.z],
                 "rising": named(self.rise),
                 "falling": named(self.fall),
-                "threshold_rise": self.policy.quantile(self.policy.alpha_rise, k),
-                "threshold_fall": -self.policy.quantile(self.policy.alpha_fall, k),
+                "threshold_rise": round(self.drift.rise_threshold, 3),
+                "threshold_fall": round(self.drift.fall_threshold, 3),
+                "method": self.drift.method,
             }
         reasons = self.reasons(labels)
         return {
@@ -197,76 +212,6 @@ class Signals:
             "gain_per_fake": self.gain,
             "false_alarm_rate": self.policy.false_alarm_rate,
         }
-
-
-#: ``likelihood_drift`` applies when counters x values is at most this, and every
-#: counter of the earlier epochs holds at least LR_MIN_COUNT reports (P0 estimated).
-LR_MAX_CELLS = 1 << 20
-LR_MIN_COUNT = 20
-
-
-@lru_cache(maxsize=16)
-def _fake_laws(m: Mechanism) -> npt.NDArray[np.float64] | None:
-    """counters x values: the law of an MGA fake of each value (uniform over the
-    counters that support it), or None for a multi-counter layout."""
-    try:
-        m.output_distribution(0)
-    except ValueError:
-        return None
-    eye = np.eye(m.num_counters, dtype=np.int64)
-    support = np.array([m.support_counts(eye[c]) for c in range(m.num_counters)],
-                       dtype=np.float64)
-    return np.asarray(support / support.sum(axis=0), dtype=np.float64)
-
-
-def likelihood_drift(m: Mechanism, latest: Tally, earlier: Tally) -> npt.NDArray[np.float64] | None:
-    """Per value v, the z-score of the latest epoch's likelihood-ratio statistic for
-    "MGA fakes of v were added", against the earlier epochs; None where it does not apply.
-
-    For one-counter-per-report, one-level mechanisms (GRR, OLH, Hadamard, HCMS)
-    the tally is the histogram of outputs.  An MGA fake of v is uniform over the
-    counters that support v (law F_v); the honest output law P0 is estimated
-    from the earlier epochs.  Locally (small fractions of fakes) the most
-    powerful statistic weighs each counter by F_v / P0 (Neyman-Pearson):
-    T_v = sum_c N_c F_v(c) / P0(c), mean n (its expectation is exactly 1 per
-    report under P0) and variance n (sum_c F_v(c)^2 / P0(c) - 1).  z is the
-    difference of T_v / n between the latest and earlier epochs over its
-    stderr.  Where P0 is far from uniform (Hadamard response over a skewed
-    population) it sees more than the support count: at d = 32, eps = 1 and
-    5% MGA fakes it flagged 95.9% of 1,000 attacks (the share difference:
-    92.2%), but its false alarms were 1.03% (41/4000) there and 1.27% on OLH
-    and HCMS (heavier tails of the weighted sum at a 3.5-sigma threshold), so
-    it is off by default (``Policy.likelihood_drift``).  For GRR it is the
-    support count.  Memoised (two-level) metrics keep the share difference,
-    whose variance counts the correlation of a device's reports.
-
-    >>> from ldp_core import mechanism
-    >>> from ldp_core.simulate import tallies
-    >>> m = mechanism("hadamard", epsilon=1.0, domain_size=4)
-    >>> before = tallies(m, [0, 1, 2, 3] * 5000, seed=1)
-    >>> t, n = tallies(m, [0, 1, 2, 3] * 500, seed=2)
-    >>> z = likelihood_drift(m, (t, n), before)
-    >>> bool(abs(z).max() < 4)
-    True
-    >>> from aggregator.attacks import mga_tallies
-    >>> fakes = mga_tallies(m, (3,), 200, np.random.default_rng(0))
-    >>> z = likelihood_drift(m, (t + fakes, n + 200), before)
-    >>> int(z.argmax()), bool(z[3] > 5)
-    (3, True)
-    """
-    if m.levels != 1 or m.kind != "frequency" or m.num_counters * m.domain_size > LR_MAX_CELLS:
-        return None
-    laws = _fake_laws(m)
-    before = np.asarray(earlier[0], dtype=np.float64)
-    n_before, n_now = float(earlier[1]), float(latest[1])
-    if laws is None or n_now <= 0 or before.min() < LR_MIN_COUNT:
-        return None
-    p0 = before / n_before
-    weights = laws / p0[:, None]
-    var = (laws**2 / p0[:, None]).sum(axis=0) - 1.0
-    now = np.asarray(latest[0], dtype=np.float64) @ weights / n_now
-    then = before @ weights / n_before
-    return np.asarray((now - then) / np.sqrt(var / n_now + var / n_before), dtype=np.float64)
 
 
 def _impossible(s: Shares, z: float) -> set[int]:
@@ -303,19 +248,18 @@ def assess(
     z_imp = policy.quantile(policy.alpha_impossible, 2 * k)
     now = shares(m, latest[0], int(latest[1]))
     impossible = _impossible(window, z_imp) | (_impossible(now, z_imp) if len(rows) > 1 else set())
-    drift: tuple[float, ...] | None = None
+    drift: Drift | None = None
     rise: tuple[int, ...] = ()
     fall: tuple[int, ...] = ()
     if len(rows) > 1:
         before_t, before_n = _pool(m, rows[:-1])
-        before = shares(m, before_t, before_n, count - 1)
-        z = (now.value - before.value) / np.sqrt(now.stderr**2 + before.stderr**2)
-        if policy.likelihood_drift:
-            weighted = likelihood_drift(m, latest, (before_t, before_n))
-            z = z if weighted is None else weighted
-        drift = tuple(float(x) for x in z)
-        rise = tuple(int(i) for i in np.flatnonzero(z > policy.quantile(policy.alpha_rise, k)))
-        fall = tuple(int(i) for i in np.flatnonzero(z < -policy.quantile(policy.alpha_fall, k)))
+        a_rise, a_fall = policy.alpha_rise, policy.alpha_fall
+        if policy.calibrate:
+            drift = calibrated_drift(m, latest, (before_t, before_n), a_rise, a_fall, policy.draws)
+        if drift is None:
+            drift = normal_drift(now, shares(m, before_t, before_n, count - 1), a_rise, a_fall)
+        rise = tuple(int(i) for i in np.flatnonzero(drift.z > drift.rise_threshold))
+        fall = tuple(int(i) for i in np.flatnonzero(drift.z < drift.fall_threshold))
     robust = None
     cells = len(rows) * m.num_counters
     if earlier_epochs is None and policy.robust_min_epochs <= len(rows) <= (
@@ -326,7 +270,7 @@ def assess(
     return Signals(
         impossible=tuple(sorted(impossible)),
         sum_z=count_sum_z(m, [int(x) for x in total], n) if n else None,
-        drift_z=drift,
+        drift=drift,
         rise=rise,
         fall=fall,
         robust=robust,

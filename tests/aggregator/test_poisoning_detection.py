@@ -1,7 +1,7 @@
 """The maximal gain attack against every mechanism, and how often the signals see it.
 
 The issue's setting (d = 32, eps = 1, 10,000 honest reports in the attacked
-epoch, 10 earlier honest epochs; ``aggregator.attack_trials``).  Each check is
+epoch, 30 earlier honest epochs; ``aggregator.attack_trials``).  Each check is
 a count over fixed seeds compared with a band from its binomial (or normal)
 law at a false-positive rate of 1e-7 per check, at most ~3e-6 over the file.
 """
@@ -17,9 +17,10 @@ import pytest
 import redis
 from scipy import stats
 
-from aggregator.attack_trials import Scenario, predicted_detection, run
+from aggregator.attack_trials import Scenario, per_epoch_bound, predicted_detection, run
 from aggregator.attacks import fraction_to_move, manipulation_bound, mga_tallies
-from aggregator.poisoning import assess, shares
+from aggregator.drift import fake_laws
+from aggregator.poisoning import Policy, assess, shares
 from aggregator.service import estimate_response
 from aggregator.views import EstimateOptions
 from collector.plausibility import max_set_bits
@@ -72,7 +73,8 @@ def test_mga_moves_the_target_by_the_exact_gain(m: Mechanism) -> None:
     share's: sd = sqrt(count_variance(n, f n)) / N; the band is the normal
     quantile at FP over 200 trials.
     """
-    scenario, trials = Scenario(m), 200
+    # Only the shift is checked: the drift test's simulation is not needed here.
+    scenario, trials = Scenario(m, policy=Policy(calibrate=False)), 200
     share = float(scenario.shares()[scenario.target])
     beta = fraction_to_move(m, 0.10, share)
     outcome = run(scenario, beta, trials, seed=11)
@@ -85,10 +87,18 @@ def test_mga_moves_the_target_by_the_exact_gain(m: Mechanism) -> None:
     assert down == pytest.approx(beta * (m.q_star / (m.p_star - m.q_star) + share))
 
 
-@pytest.mark.parametrize("m", MECHANISMS, ids=IDS)
+CALIBRATED = [m for m in MECHANISMS if fake_laws(m) is not None]
+NORMAL = [m for m in MECHANISMS if fake_laws(m) is None]
+
+
+def test_the_one_counter_mechanisms_are_calibrated_by_simulation() -> None:
+    assert {m.name for m in CALIBRATED} == {"grr", "olh", "hadamard", "hcms"}
+
+
+@pytest.mark.parametrize("m", NORMAL, ids=[m.name for m in NORMAL])
 def test_false_alarms_on_honest_data_stay_within_the_budget(m: Mechanism) -> None:
-    """Flags over 1,500 honest epochs against Binomial(1500, 0.9%), the design bound
-    (rise 0.8% + fall 0.1% + impossible 2e-6 + set-bit total 6e-7)."""
+    """Flags over 1,500 honest epochs against Binomial(1500, 0.95%), the design bound
+    (rise 0.9% + fall 0.05% + impossible 2e-6 + set-bit total 6e-7)."""
     scenario, trials = Scenario(m), 1500
     rate = scenario.policy.false_alarm_rate
     assert rate < 0.01
@@ -96,26 +106,55 @@ def test_false_alarms_on_honest_data_stay_within_the_budget(m: Mechanism) -> Non
     assert outcome.detected <= stats.binom.isf(FP, trials, rate)
 
 
+def test_a_budget_too_small_for_the_draws_is_refused_with_its_value() -> None:
+    with pytest.raises(ValueError, match=r"0\.0001.*draws = 1999"):
+        Policy(alpha_rise=0.0001)
+    assert Policy().false_alarm_rate < 0.0096
+
+
+#: Large budgets, so that 1,000 honest epochs measure the Monte Carlo calibration
+#: sharply (the code path of the default; only alpha and the draws differ).
+LOUD = Policy(alpha_rise=0.1, alpha_fall=0.01, draws=99)
+
+
+@pytest.mark.parametrize("m", CALIBRATED, ids=[m.name for m in CALIBRATED])
+def test_the_monte_carlo_thresholds_hold_their_level(m: Mechanism) -> None:
+    """At rise budget 0.1 (the 10th largest of 99 simulated maxima) and fall budget
+    0.01, the flag rate on 1,000 honest epochs lies between the FP/2 quantiles of
+    Binomial(1000, 0.1) (the rise test alone, were the simulated null exact) and
+    Binomial(1000, 0.11) (the union): 5.3% to 16.6%.  A calibration off by half
+    its budget either way (a wrong null law, a wrong order statistic) fails it."""
+    scenario, trials = Scenario(m, policy=LOUD), 1000
+    outcome = run(scenario, 0.0, trials, seed=23)
+    assert stats.binom.ppf(FP / 2, trials, 0.1) <= outcome.detected
+    assert outcome.detected <= stats.binom.isf(FP / 2, trials, 0.11)
+
+
 @pytest.mark.parametrize("m", MECHANISMS, ids=IDS)
 def test_detection_at_five_percent_fakes_matches_its_power(m: Mechanism) -> None:
-    """Flags over 300 attacked epochs (5% of reports are MGA fakes) against the drift
-    test's predicted power (a lower bound: the other signals only add flags)."""
-    scenario, trials = Scenario(m), 300
+    """Flags over 200 attacked epochs (5% of reports are MGA fakes, 30 earlier epochs)
+    against the drift test's predicted power: the normal-law power of the
+    Bonferroni share test (a lower bound: other signals only add flags), or for
+    the calibrated likelihood-ratio test the power of the best per-epoch test at
+    its budget (``per_epoch_bound``, which it is)."""
+    scenario, trials = Scenario(m), 200
     power = predicted_detection(scenario, 0.05)
     outcome = run(scenario, 0.05, trials, seed=31)
     assert outcome.detected >= stats.binom.ppf(FP, trials, power)
 
 
-def test_the_95_percent_goal_is_met_by_every_mechanism_but_the_hadamard_ones() -> None:
-    """Predicted power at 5% fakes.  Hadamard's MGA moves the target by 2.16 x 5% =
-    10.8 points over a stderr of 2.2 points: 4.9 sd against a 3.5 sd threshold (1% of
-    false alarms over 32 values), about 92%; no per-epoch test at that false-alarm
-    rate reaches 95% there (README, "Poisoning").  HCMS, a Hadamard coefficient per
-    report, is in the same place."""
+def test_the_95_percent_goal_is_within_reach_of_every_mechanism() -> None:
+    """Predicted power at 5% fakes, 1% of false alarms, 30 earlier epochs: >= 95% for
+    every mechanism (Hadamard 96.5%, HCMS 96.6%).  With 10 earlier epochs the best
+    any per-epoch test can do on Hadamard is 95.3% (spending the whole 1%); when
+    the attacker's devices replace honest ones (tokens: 500 fakes, not 526) it is
+    93.9%, out of reach (README, "Poisoning")."""
     power = {m.name: predicted_detection(Scenario(m), 0.05) for m in MECHANISMS}
-    assert {name for name, p in power.items() if p < 0.95} <= {"hadamard", "hcms"}
-    assert power["hadamard"] < 0.95
-    assert all(p > 0.9 for p in power.values()), power
+    assert min(power.values()) >= 0.95, power
+    hadamard = Scenario(mechanism("hadamard", epsilon=1.0, domain_size=32))
+    assert per_epoch_bound(hadamard, 0.05, 0.01, history=10) < 0.954
+    tokens = Scenario(hadamard.mech, tokens=True)
+    assert per_epoch_bound(tokens, 0.05, 0.01, history=10) < 0.95
 
 
 EPOCH = int(time.time() // 86400)
