@@ -12,6 +12,7 @@ ValueError: shards must be >= 1, got 0
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Sequence
 from typing import Any, Self
@@ -32,6 +33,12 @@ from ldp_core.metric import MetricSpec
 from ldp_server.redis_client import REDIS_ERRORS, RedisClient, make_client
 
 __all__ = ["StoreBase"]
+
+
+#: Cluster script calls one store keeps in flight, over all its requests: below
+#: redis-py's pool of 100 connections per node, which a device batch over many
+#: metrics (one call per slot) would otherwise exhaust (MaxConnectionsError).
+CLUSTER_CALLS_IN_FLIGHT = 64
 
 
 class StoreBase:
@@ -64,6 +71,7 @@ class StoreBase:
         self.tally_retention_seconds = max(tally_retention_seconds, retention_seconds)
         self._secret = None if secret is None else mac_key(secret)
         self._specs: dict[tuple[str, int], MetricSpec] = {}
+        self._cluster_calls = asyncio.Semaphore(CLUSTER_CALLS_IN_FLIGHT)
         # EVALSHA, loaded again by redis-py on NOSCRIPT.
         self._create = client.register_script(CREATE_LUA)
         self._list = client.register_script(LIST_LUA)

@@ -176,8 +176,9 @@ class Ingest(StoreBase):
             index: dict[str, set[str]] = defaultdict(set)
             for key, member in slots:
                 index[key].add(member)
-            await _settle(self.client.sadd(k, *sorted(m)) for k, m in index.items())
-            return await _settle(self._evalsha(args) for args in calls)
+            await _settle(self._gated(self.client.sadd(k, *sorted(m)))
+                          for k, m in index.items())
+            return await _settle(self._gated(self._evalsha(args)) for args in calls)
         # One node: ONE script call applies every slot of the batch, each also listing
         # its slot in the index (KEYS[3j+3]): one Lua call instead of one per slot.
         keys: list[str] = []
@@ -193,6 +194,10 @@ class Ingest(StoreBase):
                     raise
                 await self.client.script_load(INGEST_BATCH_LUA)
         raise AssertionError("unreachable")
+
+    async def _gated(self, call: Awaitable[Any]) -> Any:
+        async with self._cluster_calls:
+            return await call
 
     async def _evalsha(self, args: list[Any]) -> Any:
         try:
