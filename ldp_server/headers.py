@@ -11,11 +11,13 @@ and locks itself to its own origin.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
+from starlette.types import ASGIApp
 
-__all__ = ["API_HEADERS", "PAGE_HEADERS", "install_security_headers"]
+__all__ = ["API_HEADERS", "PAGE_HEADERS", "SecurityHeaders", "install_security_headers"]
 
 API_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
@@ -38,14 +40,40 @@ PAGE_HEADERS = {
 }
 
 
+class SecurityHeaders:
+    """Pure ASGI middleware: ``headers`` on every HTTP answer that does not set them.
+
+    Not ``@app.middleware("http")``: Starlette's BaseHTTPMiddleware runs each
+    request through an extra task and stream, about a sixth of a single-report
+    request's CPU in the collector's profile.
+    """
+
+    def __init__(self, app: ASGIApp, headers: Mapping[str, str]) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                        for k, v in headers.items()]
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                raw = list(message.get("headers", []))
+                present = {bytes(k).lower() for k, _ in raw}
+                raw += [(k, v) for k, v in self.headers if k not in present]
+                message = {**message, "headers": raw}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 def install_security_headers(app: FastAPI, headers: Mapping[str, str]) -> None:
     """Add ``headers`` to every answer that does not set them itself."""
-
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in headers.items():
-            response.headers.setdefault(name, value)
-        return response
+    app.add_middleware(SecurityHeaders, headers=headers)

@@ -142,6 +142,27 @@ def test_the_verifier_cache_is_bounded_and_keeps_successes_only() -> None:
     assert v.verifications == 9    # a failure is checked again every time
 
 
+def test_the_event_loop_answer_comes_from_the_cache_only() -> None:
+    """``cached_all`` (no RSA, run on the event loop) answers only when the cache
+    holds every distinct token of the batch; anything else goes to the thread."""
+    from tests.support.tokens import test_key
+
+    v = Verifier([test_key().public])
+    day, other = tokens.unit_digest("day", 7), tokens.unit_digest("day", 8)
+    known, unknown = mint("day", 7), mint("day", 7)
+    assert v.cached_all([(known, (day,))]) is None          # not verified yet
+    nonce = v.check(known, [day])
+    assert nonce is not None and v.verifications == 1
+    assert v.cached_all([(known, (day,))] * 3) == [nonce] * 3
+    assert v.cached_all([(known, (other, day))]) == [nonce]   # v2 miss, then v1 hit
+    assert v.cached_all([(known, (day,)), (unknown, (day,))]) is None
+    assert v.cached_all([(known, (other,))]) is None           # another unit: not valid here
+    forged = known[:-1] + ("B" if known[-1] == "A" else "A")
+    assert v.cached_all([(forged, (day,))]) is None            # same length, not cached
+    assert v.cached_all([(known, (day,))], most=0) is None     # too many distinct
+    assert v.verifications == 1
+
+
 async def test_a_token_of_one_epoch_length_is_not_valid_for_the_other(redis_url: str) -> None:
     hourly = {**SPECS["browser"], "name": "hourly", "epoch": "hour"}
     async with asgi_client(create_app(settings(redis_url), clock=lambda: NOW)) as c:
