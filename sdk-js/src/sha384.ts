@@ -1,8 +1,8 @@
 /**
  * SHA-384 (FIPS 180-4 §6.5: SHA-512's compression, other initial values, 48
  * bytes out), synchronous and dependency-free, for the blind RSA tokens
- * (EMSA-PSS and MGF1 with SHA-384).  The 64-bit words are BigInts (the state
- * between blocks is (hi, lo) pairs of 32-bit integers).  The round constants are derived, not transcribed: K[i] is
+ * (EMSA-PSS and MGF1 with SHA-384).  64-bit words are (hi, lo) pairs of
+ * 32-bit integers, added as exact doubles (the carry is the quotient by 2**32).  The round constants are derived, not transcribed: K[i] is
  * the first 64 fractional bits of the cube root of the i-th prime, and the
  * initial values those of the square roots of the 9th to 16th primes.
  *
@@ -41,31 +41,42 @@ export const PRIMES = primes(80);
 /** SHA-512/384's round constants; SHA-256's are their high words (``sha256.ts``). */
 export const K = fractions(PRIMES, 3n);
 const H384 = fractions(PRIMES.slice(8, 16), 2n);
-const M = (1n << 64n) - 1n;
-const K64 = Array.from({ length: 80 }, (_, i) => (BigInt(K[2 * i]) << 32n) | BigInt(K[2 * i + 1]));
-const rotr = (x: bigint, n: bigint): bigint => ((x >> n) | (x << (64n - n))) & M;
+const W = new Uint32Array(160);
 
-/** One block (the state stays [hi, lo] words for ``digest``); tokens hash a few blocks, BigInt is fast enough. */
+/** The high word of rotr((h, l), n) for 0 < n < 64, n != 32; its low word is ``rh(l, h, n)``. */
+const rh = (h: number, l: number, n: number): number =>
+  n < 32 ? (h >>> n) | (l << (32 - n)) : (l >>> (n - 32)) | (h << (64 - n));
+
+/** A word of rotr(a) ^ rotr(b) ^ rotr(c), or ^ shr(c) (the high word: ``shr``); the low word swaps h and l. */
+const sig = (h: number, l: number, a: number, b: number, c: number, shr?: 1): number =>
+  rh(h, l, a) ^ rh(h, l, b) ^ (shr ? h >>> c : rh(h, l, c));
+
+/** Store the 64-bit sum hi * 2**32 + lo (exact doubles) at words [j, j + 1], mod 2**64. */
+function put(dst: Uint32Array, j: number, hi: number, lo: number): void {
+  dst[j + 1] = lo;
+  dst[j] = hi + Math.floor(lo / 0x100000000);
+}
+
 function compress(h: Uint32Array, data: Uint8Array, off: number): void {
   const view = new DataView(data.buffer, data.byteOffset + off, 128);
-  const w: bigint[] = [];
-  for (let i = 0; i < 80; i++) {
-    const a = w[i - 15], b = w[i - 2];
-    w[i] = i < 16 ? view.getBigUint64(8 * i)
-      : ((rotr(a, 1n) ^ rotr(a, 8n) ^ (a >> 7n)) + (rotr(b, 19n) ^ rotr(b, 61n) ^ (b >> 6n)) + w[i - 16] + w[i - 7]) & M;
+  for (let i = 0; i < 32; i++) W[i] = view.getUint32(4 * i);
+  for (let j = 32; j < 160; j += 2) {       // word j / 2: w[i-15] at j - 30, w[i-2] at j - 4
+    const ah = W[j - 30], al = W[j - 29], bh = W[j - 4], bl = W[j - 3];
+    put(W, j, sig(ah, al, 1, 8, 7, 1) + sig(bh, bl, 19, 61, 6, 1) + W[j - 32] + W[j - 14],
+      (sig(al, ah, 1, 8, 7) >>> 0) + (sig(bl, bh, 19, 61, 6) >>> 0) + W[j - 31] + W[j - 13]);
   }
-  const s = Array.from({ length: 8 }, (_, i) => (BigInt(h[2 * i]) << 32n) | BigInt(h[2 * i + 1]));
-  let [a, b, c, d, e, f, g, hh] = s;
-  for (let i = 0; i < 80; i++) {
-    const t1 = hh + (rotr(e, 14n) ^ rotr(e, 18n) ^ rotr(e, 41n)) + ((e & f) ^ (~e & g)) + K64[i] + w[i];
-    const t2 = (rotr(a, 28n) ^ rotr(a, 34n) ^ rotr(a, 39n)) + ((a & b) ^ (a & c) ^ (b & c));
-    hh = g; g = f; f = e; e = (d + t1) & M; d = c; c = b; b = a; a = (t1 + t2) & M;
+  const s = h.slice();                      // a..h as (hi, lo) pairs
+  for (let j = 0; j < 160; j += 2) {
+    const ah = s[0], al = s[1], eh = s[8], el = s[9];
+    const t1h = s[14] + sig(eh, el, 14, 18, 41) + ((eh & s[10]) ^ (~eh & s[12])) + K[j] + W[j];
+    const t1l = s[15] + (sig(el, eh, 14, 18, 41) >>> 0) + (((el & s[11]) ^ (~el & s[13])) >>> 0) + K[j + 1] + W[j + 1];
+    const t2h = sig(ah, al, 28, 34, 39) + ((ah & s[2]) ^ (ah & s[4]) ^ (s[2] & s[4]));
+    const t2l = (sig(al, ah, 28, 34, 39) >>> 0) + (((al & s[3]) ^ (al & s[5]) ^ (s[3] & s[5])) >>> 0);
+    s.copyWithin(2, 0, 14);                 // h = g, ..., e = d, ..., b = a
+    put(s, 8, s[8] + t1h, s[9] + t1l);
+    put(s, 0, t1h + t2h, t1l + t2l);
   }
-  [a, b, c, d, e, f, g, hh].forEach((x, i) => {
-    const y = (s[i] + x) & M;
-    h[2 * i] = Number(y >> 32n);
-    h[2 * i + 1] = Number(y & 0xffffffffn);
-  });
+  for (let j = 0; j < 16; j += 2) put(h, j, h[j] + s[j], h[j + 1] + s[j + 1]);
 }
 
 /** SHA-384 of the concatenation of ``parts``. */
