@@ -16,7 +16,12 @@ const common = { bundle: true, minify: true, target: "es2022", platform: "browse
 const out = [];
 for (const [entry, name] of [["src/browser.ts", "ldp-sdk"], ["src/full.ts", "ldp-sdk-full"]]) {
   await build({ ...common, entryPoints: [entry], format: "esm", outfile: `dist/${name}.min.js` });
-  await build({ ...common, entryPoints: [entry], format: "iife", globalName: "LdpTelemetry", outfile: `dist/${name}.iife.js` });
+  // The IIFE assigns the namespace itself: esbuild's ``globalName`` would add its CommonJS
+  // interop helpers (~150 B gzipped) for the same window.LdpTelemetry.
+  await build({
+    ...common, stdin: { contents: `import * as api from "./${entry.slice(4)}";\nglobalThis.LdpTelemetry = api;\n`,
+      resolveDir: "src", loader: "ts", sourcefile: `${name}.iife.ts` },
+    format: "iife", banner: { js: '"use strict";' }, outfile: `dist/${name}.iife.js` });
   out.push(`dist/${name}.min.js`, `dist/${name}.iife.js`);
 }
 mkdirSync("dist/shake", { recursive: true });

@@ -88,8 +88,10 @@ const PERIOD = { hour: 3600, day: 86400 } as const;
 const RETRYABLE = new Set([408, 425, 429]);
 const HOLD_MAX = 100, HOLD_MS = 60_000;
 
+type Options = Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys">>;
+
 export class Client {
-  readonly #o: Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys">>;
+  readonly #o: Options;
   readonly #pins: Set<string>;
   readonly #store: Store;
   readonly #fetchFn: typeof fetch;
@@ -124,14 +126,12 @@ export class Client {
     configErrors: {} as Record<string, number> };
 
   private constructor(opts: ClientOptions) {
-    this.#o = {
-      url: opts.url.replace(/\/+$/, ""), apiKey: opts.apiKey, budgets: opts.budgets ?? {},
-      lifetimeBudgets: opts.lifetimeBudgets ?? {}, batchSize: opts.batchSize ?? 100,
-      interval: opts.interval ?? 30, backoffBase: opts.backoffBase ?? 0.5, backoffMax: opts.backoffMax ?? 60,
-      retryAfterMax: opts.retryAfterMax ?? 300, requestTimeout: opts.requestTimeout ?? 10,
-      clock: opts.clock ?? (() => Date.now() / 1000), keepalive: opts.keepalive ?? false,
-      strict: opts.strict ?? false, gzip: opts.gzip ?? true, tokensAhead: opts.tokensAhead ?? true,
-    };
+    const o: Record<string, unknown> = { budgets: {}, lifetimeBudgets: {}, batchSize: 100, interval: 30, backoffBase: 0.5,
+      backoffMax: 60, retryAfterMax: 300, requestTimeout: 10, clock: () => Date.now() / 1000, keepalive: false,
+      strict: false, gzip: true, tokensAhead: true };
+    // Like ``opts.x ?? default`` for each option (the others ride along unused).
+    for (const [k, v] of Object.entries(opts)) if (v != null) o[k] = v;
+    this.#o = { ...o, url: opts.url.replace(/\/+$/, "") } as Options;
     this.#store = opts.store ?? new MemoryStore();
     this.#fetchFn = opts.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a));
     this.#log = opts.logger ?? console;

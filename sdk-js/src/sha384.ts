@@ -2,7 +2,7 @@
  * SHA-384 (FIPS 180-4 §6.5: SHA-512's compression, other initial values, 48
  * bytes out), synchronous and dependency-free, for the blind RSA tokens
  * (EMSA-PSS and MGF1 with SHA-384).  64-bit words are (hi, lo) pairs of
- * 32-bit integers.  The round constants are derived, not transcribed: K[i] is
+ * 32-bit integers, added as exact doubles (the carry is the quotient by 2**32).  The round constants are derived, not transcribed: K[i] is
  * the first 64 fractional bits of the cube root of the i-th prime, and the
  * initial values those of the square roots of the 9th to 16th primes.
  *
@@ -43,48 +43,40 @@ export const K = fractions(PRIMES, 3n);
 const H384 = fractions(PRIMES.slice(8, 16), 2n);
 const W = new Uint32Array(160);
 
+/** The high word of rotr((h, l), n) for 0 < n < 64, n != 32; its low word is ``rh(l, h, n)``. */
+const rh = (h: number, l: number, n: number): number =>
+  n < 32 ? (h >>> n) | (l << (32 - n)) : (l >>> (n - 32)) | (h << (64 - n));
+
+/** A word of rotr(a) ^ rotr(b) ^ rotr(c), or ^ shr(c) (the high word: ``shr``); the low word swaps h and l. */
+const sig = (h: number, l: number, a: number, b: number, c: number, shr?: 1): number =>
+  rh(h, l, a) ^ rh(h, l, b) ^ (shr ? h >>> c : rh(h, l, c));
+
+/** Store the 64-bit sum hi * 2**32 + lo (exact doubles) at words [j, j + 1], mod 2**64. */
+function put(dst: Uint32Array, j: number, hi: number, lo: number): void {
+  dst[j + 1] = lo;
+  dst[j] = hi + Math.floor(lo / 0x100000000);
+}
+
 function compress(h: Uint32Array, data: Uint8Array, off: number): void {
   const view = new DataView(data.buffer, data.byteOffset + off, 128);
   for (let i = 0; i < 32; i++) W[i] = view.getUint32(4 * i);
-  for (let i = 16; i < 80; i++) {
-    const ah = W[2 * i - 30], al = W[2 * i - 29];     // w[i-15]
-    const bh = W[2 * i - 4], bl = W[2 * i - 3];       // w[i-2]
-    // s0 = rotr1 ^ rotr8 ^ shr7;  s1 = rotr19 ^ rotr61 ^ shr6
-    const s0h = ((ah >>> 1) | (al << 31)) ^ ((ah >>> 8) | (al << 24)) ^ (ah >>> 7);
-    const s0l = ((al >>> 1) | (ah << 31)) ^ ((al >>> 8) | (ah << 24)) ^ ((al >>> 7) | (ah << 25));
-    const s1h = ((bh >>> 19) | (bl << 13)) ^ ((bl >>> 29) | (bh << 3)) ^ (bh >>> 6);
-    const s1l = ((bl >>> 19) | (bh << 13)) ^ ((bh >>> 29) | (bl << 3)) ^ ((bl >>> 6) | (bh << 26));
-    const lo = (s0l >>> 0) + (s1l >>> 0) + W[2 * i - 31] + W[2 * i - 13];
-    W[2 * i + 1] = lo;
-    W[2 * i] = (s0h >>> 0) + (s1h >>> 0) + W[2 * i - 32] + W[2 * i - 14] + Math.floor(lo / 0x100000000);
+  for (let j = 32; j < 160; j += 2) {       // word j / 2: w[i-15] at j - 30, w[i-2] at j - 4
+    const ah = W[j - 30], al = W[j - 29], bh = W[j - 4], bl = W[j - 3];
+    put(W, j, sig(ah, al, 1, 8, 7, 1) + sig(bh, bl, 19, 61, 6, 1) + W[j - 32] + W[j - 14],
+      (sig(al, ah, 1, 8, 7) >>> 0) + (sig(bl, bh, 19, 61, 6) >>> 0) + W[j - 31] + W[j - 13]);
   }
-  let ah = h[0], al = h[1], bh = h[2], bl = h[3], ch = h[4], cl = h[5], dh = h[6], dl = h[7];
-  let eh = h[8], el = h[9], fh = h[10], fl = h[11], gh = h[12], gl = h[13], hh = h[14], hl = h[15];
-  for (let i = 0; i < 80; i++) {
-    // S1 = rotr14 ^ rotr18 ^ rotr41;  S0 = rotr28 ^ rotr34 ^ rotr39
-    const S1h = ((eh >>> 14) | (el << 18)) ^ ((eh >>> 18) | (el << 14)) ^ ((el >>> 9) | (eh << 23));
-    const S1l = ((el >>> 14) | (eh << 18)) ^ ((el >>> 18) | (eh << 14)) ^ ((eh >>> 9) | (el << 23));
-    const chh = (eh & fh) ^ (~eh & gh), chl = (el & fl) ^ (~el & gl);
-    const t1l = hl + (S1l >>> 0) + (chl >>> 0) + K[2 * i + 1] + W[2 * i + 1];
-    const t1h = hh + (S1h >>> 0) + (chh >>> 0) + K[2 * i] + W[2 * i] + Math.floor(t1l / 0x100000000);
-    const S0h = ((ah >>> 28) | (al << 4)) ^ ((al >>> 2) | (ah << 30)) ^ ((al >>> 7) | (ah << 25));
-    const S0l = ((al >>> 28) | (ah << 4)) ^ ((ah >>> 2) | (al << 30)) ^ ((ah >>> 7) | (al << 25));
-    const mjh = (ah & bh) ^ (ah & ch) ^ (bh & ch), mjl = (al & bl) ^ (al & cl) ^ (bl & cl);
-    const t2l = (S0l >>> 0) + (mjl >>> 0);
-    const t2h = (S0h >>> 0) + (mjh >>> 0) + Math.floor(t2l / 0x100000000);
-    hh = gh; hl = gl; gh = fh; gl = fl; fh = eh; fl = el;
-    const el2 = dl + (t1l >>> 0);
-    eh = (dh + t1h + Math.floor(el2 / 0x100000000)) >>> 0; el = el2 >>> 0;
-    dh = ch; dl = cl; ch = bh; cl = bl; bh = ah; bl = al;
-    const al2 = (t1l >>> 0) + (t2l >>> 0);
-    ah = (t1h + t2h + Math.floor(al2 / 0x100000000)) >>> 0; al = al2 >>> 0;
+  const s = h.slice();                      // a..h as (hi, lo) pairs
+  for (let j = 0; j < 160; j += 2) {
+    const ah = s[0], al = s[1], eh = s[8], el = s[9];
+    const t1h = s[14] + sig(eh, el, 14, 18, 41) + ((eh & s[10]) ^ (~eh & s[12])) + K[j] + W[j];
+    const t1l = s[15] + (sig(el, eh, 14, 18, 41) >>> 0) + (((el & s[11]) ^ (~el & s[13])) >>> 0) + K[j + 1] + W[j + 1];
+    const t2h = sig(ah, al, 28, 34, 39) + ((ah & s[2]) ^ (ah & s[4]) ^ (s[2] & s[4]));
+    const t2l = (sig(al, ah, 28, 34, 39) >>> 0) + (((al & s[3]) ^ (al & s[5]) ^ (s[3] & s[5])) >>> 0);
+    s.copyWithin(2, 0, 14);                 // h = g, ..., e = d, ..., b = a
+    put(s, 8, s[8] + t1h, s[9] + t1l);
+    put(s, 0, t1h + t2h, t1l + t2l);
   }
-  const v = [ah, al, bh, bl, ch, cl, dh, dl, eh, el, fh, fl, gh, gl, hh, hl];
-  for (let i = 0; i < 16; i += 2) {
-    const lo = h[i + 1] + (v[i + 1] >>> 0);
-    h[i + 1] = lo;
-    h[i] = h[i] + (v[i] >>> 0) + Math.floor(lo / 0x100000000);
-  }
+  for (let j = 0; j < 16; j += 2) put(h, j, h[j] + s[j], h[j + 1] + s[j + 1]);
 }
 
 /** SHA-384 of the concatenation of ``parts``. */

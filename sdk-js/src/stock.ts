@@ -60,12 +60,12 @@ export const FINAL = new Set(["token_limit", "epoch_expired", "epoch_in_future",
 /** Units asked in one ``POST /v1/tokens`` (the collector's default limit). */
 export const MAX_UNITS = 256;
 
+const unitOf = (p: string, e: number): string => `${p}|${e}`;
 /** The store key of an entry: one per unit. */
-export const entryKey = (t: { period: string; epoch: number }): string => `${t.period}|${t.epoch}`;
+export const entryKey = (t: { period: string; epoch: number }): string => unitOf(t.period, t.epoch);
 /** Whether a stored entry is of this protocol (version-1 entries held metric and version). */
 export const isEntry = (t: unknown): t is TokenEntry =>
   typeof (t as TokenEntry)?.period === "string" && Number.isSafeInteger((t as TokenEntry)?.epoch);
-const unitOf = (p: string, e: number): string => `${p}|${e}`;
 
 /** A retryable answer (408, 425, 429, 5xx) or a refused key (401/403: kept, retried). */
 export class Busy extends Error {
@@ -175,7 +175,7 @@ export class TokenStock {
       row.period = period;
       moves.push(row);
     }
-    const dead = [...this.entries.values()].filter((t) => !needed.has(unitOf(t.period, t.epoch))
+    const dead = [...this.entries.values()].filter((t) => !needed.has(entryKey(t))
       && t.epoch < (this.firstEpoch(t.period) ?? -Infinity));
     if (moves.length || dead.length) {
       await this.store.assign(moves, dead.map(entryKey), [...changed.values()]);
@@ -246,7 +246,7 @@ export class TokenStock {
         put.push({ ...t, token: wireToken(key, p, unb64url(r.blind_sig)) });
       } else if (typeof r?.code === "string" && FINAL.has(r.code)) {
         del.push(entryKey(t));
-        const u = unitOf(t.period, t.epoch);
+        const u = entryKey(t);
         if (missing.has(u)) {
           const gone = waiting.filter((w) => !w.token && this.#period(w) === t.period && w.epoch === t.epoch);
           drop.set(r.code, [...(drop.get(r.code) ?? []), ...gone]);
