@@ -57,8 +57,9 @@ False
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -66,7 +67,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.attacks import gain
-from aggregator.drift import Drift, calibrated_drift, normal_drift
+from aggregator.drift import Drift, calibrated_drift, normal_drift, simulated_drift
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
@@ -142,17 +143,46 @@ def shares(
 ) -> Shares:
     """Unbiased shares of a tally vector with the stderr ``aggregator.estimate`` uses."""
     support = np.asarray(m.support_counts(tallies), dtype=np.float64)
+    return _from_support(m, support, n, epochs)
+
+
+def _from_support(m: Mechanism, support: npt.NDArray[np.float64], n: int, epochs: int) -> Shares:
+    """``shares`` from support counts (the last axis: one row of them, or several)."""
     p, q = m.p_star, m.q_star
     c_hat = (support - n * q) / (p - q)
     if m.kind == "frequency":
         var = window_count_variance(m, n, np.clip(c_hat, 0, n), epochs) / n**2
         return Shares(c_hat / n, np.sqrt(var))
-    share = c_hat[1:2] / n
+    share = c_hat[..., 1:2] / n
     if m.kind == "binary":
-        var = window_count_variance(m, n, np.clip(c_hat[1:2], 0, n), epochs) / n**2
+        var = window_count_variance(m, n, np.clip(c_hat[..., 1:2], 0, n), epochs) / n**2
     else:
-        var = np.atleast_1d(window_mean_variance(m, n, float(share[0]), epochs))
+        var = np.atleast_1d(window_mean_variance(m, n, share, epochs))
     return Shares(share, np.sqrt(np.asarray(var, dtype=np.float64)))
+
+
+@lru_cache(maxsize=16)
+def _support_matrix(m: Mechanism) -> npt.NDArray[np.float64]:
+    """counters x values: support counts are tallies @ this (unary, one-bit, CMS: linear)."""
+    eye = np.eye(m.num_counters, dtype=np.int64)
+    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)],
+                    dtype=np.float64)
+
+
+def _share_z(m: Mechanism, earlier_epochs: int) -> Callable[
+        [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]]:
+    """The difference-of-shares z of ``normal_drift`` on rows of tallies."""
+    matrix = _support_matrix(m)
+
+    def z(now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64],
+          n_before: int) -> npt.NDArray[np.float64]:
+        a = _from_support(m, np.einsum("...k,kv->...v", now, matrix), n_now, 1)
+        b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before,
+                          earlier_epochs)
+        return np.asarray((a.value - b.value) / np.sqrt(a.stderr**2 + b.stderr**2),
+                          dtype=np.float64)
+
+    return z
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,7 +285,11 @@ def assess(
         before_t, before_n = _pool(m, rows[:-1])
         a_rise, a_fall = policy.alpha_rise, policy.alpha_fall
         if policy.calibrate:
-            drift = calibrated_drift(m, latest, (before_t, before_n), a_rise, a_fall, policy.draws)
+            pooled = (before_t, before_n)
+            drift = calibrated_drift(m, latest, pooled, a_rise, a_fall, policy.draws)
+            if drift is None:
+                drift = simulated_drift(m, latest, pooled, a_rise, a_fall, policy.draws,
+                                        _share_z(m, count - 1))
         if drift is None:
             drift = normal_drift(now, shares(m, before_t, before_n, count - 1), a_rise, a_fall)
         rise = tuple(int(i) for i in np.flatnonzero(drift.z > drift.rise_threshold))
