@@ -4,8 +4,11 @@ false-alarm rate by construction.
 Two statistics, per value v of the k estimated shares:
 
 - ``share_z`` (every mechanism): z_v = (f_latest - f_earlier) /
-  sqrt(se_latest^2 + se_earlier^2), thresholds from the normal law with a
-  Bonferroni correction over the k values (``normal_drift``).
+  sqrt(se_latest^2 + se_earlier^2).  Where counters are independent bits
+  given the population (unary encodings, one-bit designs, CMS), thresholds of
+  its maximum from a Monte Carlo test through those bits (``simulated_drift``);
+  elsewhere, or past the cost caps, from the normal law with a Bonferroni
+  correction over the k values (``normal_drift``).
 - ``weighted_z`` (one-level frequency mechanisms whose report increments one
   counter: GRR, OLH, Hadamard, HCMS): the likelihood-ratio statistic for "MGA
   fakes of v were added".  The tally is the histogram of outputs; an MGA fake

@@ -23,8 +23,10 @@ metrics):
   (a_fall = 0.0005) flags the value.  One-level GRR, OLH, Hadamard and HCMS:
   likelihood-ratio weights, thresholds of the maximum over the k values from
   a Monte Carlo test through the channel (level a by construction).  The
-  others: per value, z = (f_latest - f_earlier) / sqrt(se_latest^2 +
-  se_earlier^2) against Phi^-1(1 - a/k) (Bonferroni).  One-sided budgets:
+  others (unary, one-bit, CMS): per value, z = (f_latest - f_earlier) /
+  sqrt(se_latest^2 + se_earlier^2), thresholds of the maximum from the same
+  Monte Carlo test with independent bits (``drift.simulated_drift``).  Past
+  the simulation's cost caps: Phi^-1(1 - a/k) (Bonferroni).  One-sided budgets:
   promotion is what an attacker gains by (the MGA's rise per fake,
   gain = (1-q*)/(p*-q*), is at least its fall per fake, q*/(p*-q*), for
   every mechanism here), so most of the budget tests rises.
@@ -100,10 +102,11 @@ class Policy:
     #: (it decodes every epoch: bounded work per request).
     robust_max_epochs: int = 64
     robust_max_cells: int = 1 << 22
-    #: True: where it applies (``aggregator.drift.calibrated_drift``: one-level GRR,
-    #: OLH, Hadamard, HCMS) the drift test weighs counters by likelihood ratio and
-    #: takes its thresholds from ``draws`` simulations through the channel; else
-    #: the difference of shares with normal Bonferroni thresholds.
+    #: True: the drift thresholds come from ``draws`` simulations through the
+    #: channel (``aggregator.drift``: likelihood-ratio weights for one-level GRR,
+    #: OLH, Hadamard, HCMS; the difference of shares for unary, one-bit and CMS
+    #: designs); False, or past the cost caps: the difference of shares with
+    #: normal Bonferroni thresholds.
     calibrate: bool = True
     #: alpha x (draws + 1) should be a whole number for both drift budgets.
     draws: int = 1999
