@@ -23,8 +23,10 @@ metrics):
   (a_fall = 0.0005) flags the value.  One-level GRR, OLH, Hadamard and HCMS:
   likelihood-ratio weights, thresholds of the maximum over the k values from
   a Monte Carlo test through the channel (level a by construction).  The
-  others: per value, z = (f_latest - f_earlier) / sqrt(se_latest^2 +
-  se_earlier^2) against Phi^-1(1 - a/k) (Bonferroni).  One-sided budgets:
+  others (unary, one-bit, CMS): per value, z = (f_latest - f_earlier) /
+  sqrt(se_latest^2 + se_earlier^2), thresholds of the maximum from the same
+  Monte Carlo test with independent bits (``drift.simulated_drift``).  Past
+  the simulation's cost caps: Phi^-1(1 - a/k) (Bonferroni).  One-sided budgets:
   promotion is what an attacker gains by (the MGA's rise per fake,
   gain = (1-q*)/(p*-q*), is at least its fall per fake, q*/(p*-q*), for
   every mechanism here), so most of the budget tests rises.
@@ -57,8 +59,9 @@ False
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -66,7 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.attacks import gain
-from aggregator.drift import Drift, calibrated_drift, normal_drift
+from aggregator.drift import Drift, calibrated_drift, normal_drift, simulated_drift
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
@@ -99,10 +102,11 @@ class Policy:
     #: (it decodes every epoch: bounded work per request).
     robust_max_epochs: int = 64
     robust_max_cells: int = 1 << 22
-    #: True: where it applies (``aggregator.drift.calibrated_drift``: one-level GRR,
-    #: OLH, Hadamard, HCMS) the drift test weighs counters by likelihood ratio and
-    #: takes its thresholds from ``draws`` simulations through the channel; else
-    #: the difference of shares with normal Bonferroni thresholds.
+    #: True: the drift thresholds come from ``draws`` simulations through the
+    #: channel (``aggregator.drift``: likelihood-ratio weights for one-level GRR,
+    #: OLH, Hadamard, HCMS; the difference of shares for unary, one-bit and CMS
+    #: designs); False, or past the cost caps: the difference of shares with
+    #: normal Bonferroni thresholds.
     calibrate: bool = True
     #: alpha x (draws + 1) should be a whole number for both drift budgets.
     draws: int = 1999
@@ -142,17 +146,46 @@ def shares(
 ) -> Shares:
     """Unbiased shares of a tally vector with the stderr ``aggregator.estimate`` uses."""
     support = np.asarray(m.support_counts(tallies), dtype=np.float64)
+    return _from_support(m, support, n, epochs)
+
+
+def _from_support(m: Mechanism, support: npt.NDArray[np.float64], n: int, epochs: int) -> Shares:
+    """``shares`` from support counts (the last axis: one row of them, or several)."""
     p, q = m.p_star, m.q_star
     c_hat = (support - n * q) / (p - q)
     if m.kind == "frequency":
         var = window_count_variance(m, n, np.clip(c_hat, 0, n), epochs) / n**2
         return Shares(c_hat / n, np.sqrt(var))
-    share = c_hat[1:2] / n
+    share = c_hat[..., 1:2] / n
     if m.kind == "binary":
-        var = window_count_variance(m, n, np.clip(c_hat[1:2], 0, n), epochs) / n**2
+        var = window_count_variance(m, n, np.clip(c_hat[..., 1:2], 0, n), epochs) / n**2
     else:
-        var = np.atleast_1d(window_mean_variance(m, n, float(share[0]), epochs))
+        var = np.atleast_1d(window_mean_variance(m, n, share, epochs))
     return Shares(share, np.sqrt(np.asarray(var, dtype=np.float64)))
+
+
+@lru_cache(maxsize=16)
+def _support_matrix(m: Mechanism) -> npt.NDArray[np.float64]:
+    """counters x values: support counts are tallies @ this (unary, one-bit, CMS: linear)."""
+    eye = np.eye(m.num_counters, dtype=np.int64)
+    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)],
+                    dtype=np.float64)
+
+
+def _share_z(m: Mechanism, earlier_epochs: int) -> Callable[
+        [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]]:
+    """The difference-of-shares z of ``normal_drift`` on rows of tallies."""
+    matrix = _support_matrix(m)
+
+    def z(now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64],
+          n_before: int) -> npt.NDArray[np.float64]:
+        a = _from_support(m, np.einsum("...k,kv->...v", now, matrix), n_now, 1)
+        b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before,
+                          earlier_epochs)
+        return np.asarray((a.value - b.value) / np.sqrt(a.stderr**2 + b.stderr**2),
+                          dtype=np.float64)
+
+    return z
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,7 +288,11 @@ def assess(
         before_t, before_n = _pool(m, rows[:-1])
         a_rise, a_fall = policy.alpha_rise, policy.alpha_fall
         if policy.calibrate:
-            drift = calibrated_drift(m, latest, (before_t, before_n), a_rise, a_fall, policy.draws)
+            pooled = (before_t, before_n)
+            drift = calibrated_drift(m, latest, pooled, a_rise, a_fall, policy.draws)
+            if drift is None:
+                drift = simulated_drift(m, latest, pooled, a_rise, a_fall, policy.draws,
+                                        _share_z(m, count - 1))
         if drift is None:
             drift = normal_drift(now, shares(m, before_t, before_n, count - 1), a_rise, a_fall)
         rise = tuple(int(i) for i in np.flatnonzero(drift.z > drift.rise_threshold))

@@ -110,7 +110,7 @@ def rows(quick: bool, only: set[str] | None = None,
                 _pct(tok5.rate),
                 _pct(two5.rate),
                 _rate(alarms),
-                "LR, Monte Carlo" if fake_laws(m) is not None else "shares, Bonferroni",
+                "LR, Monte Carlo" if fake_laws(m) is not None else "shares, Monte Carlo",
             )
         )
         # Each row as it is done (the full run is long): stderr, one markdown line.

@@ -19,7 +19,7 @@ from scipy import stats
 
 from aggregator.attack_trials import Scenario, per_epoch_bound, predicted_detection, run
 from aggregator.attacks import fraction_to_move, manipulation_bound, mga_tallies
-from aggregator.drift import fake_laws
+from aggregator.drift import bit_rows, fake_laws
 from aggregator.poisoning import Policy, assess, shares
 from aggregator.service import estimate_response
 from aggregator.views import EstimateOptions
@@ -88,14 +88,20 @@ def test_mga_moves_the_target_by_the_exact_gain(m: Mechanism) -> None:
 
 
 CALIBRATED = [m for m in MECHANISMS if fake_laws(m) is not None]
-NORMAL = [m for m in MECHANISMS if fake_laws(m) is None]
+SHARES = [m for m in MECHANISMS if fake_laws(m) is None]
 
 
-def test_the_one_counter_mechanisms_are_calibrated_by_simulation() -> None:
+def test_every_mechanism_is_calibrated_by_simulation() -> None:
     assert {m.name for m in CALIBRATED} == {"grr", "olh", "hadamard", "hcms"}
+    assert all(bit_rows(m) is not None for m in SHARES)
+    for m in MECHANISMS:
+        s = Scenario(m)
+        rows = [tallies(m, s.values(HONEST), seed=i) for i in range(3)]
+        drift = assess(m, rows[-1], rows[:-1]).drift
+        assert drift is not None and "Monte Carlo (1999 draws)" in drift.method
 
 
-@pytest.mark.parametrize("m", NORMAL, ids=[m.name for m in NORMAL])
+@pytest.mark.parametrize("m", SHARES, ids=[m.name for m in SHARES])
 def test_false_alarms_on_honest_data_stay_within_the_budget(m: Mechanism) -> None:
     """Flags over 1,500 honest epochs against Binomial(1500, 0.95%), the design bound
     (rise 0.9% + fall 0.05% + impossible 2e-6 + set-bit total 6e-7)."""
@@ -117,7 +123,7 @@ def test_a_budget_too_small_for_the_draws_is_refused_with_its_value() -> None:
 LOUD = Policy(alpha_rise=0.1, alpha_fall=0.01, draws=99)
 
 
-@pytest.mark.parametrize("m", CALIBRATED, ids=[m.name for m in CALIBRATED])
+@pytest.mark.parametrize("m", MECHANISMS, ids=IDS)
 def test_the_monte_carlo_thresholds_hold_their_level(m: Mechanism) -> None:
     """At rise budget 0.1 (the 10th largest of 99 simulated maxima) and fall budget
     0.01, the flag rate on 1,000 honest epochs lies between the FP/2 quantiles of
