@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
+from ldp_core.mechanisms.prefix_selection import selective_interval
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -222,22 +224,20 @@ def discover(
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     shortlist = top_order(score, max(3 * top, 60, int((est > z_find * sd_null).sum())))
     merged = pooled(m, blocks, level_n, squares, codes[shortlist], est[shortlist] / nl, epochs)
+    cut = z_find * sd_null / nl
     found = []
     for rank, k in enumerate(np.argsort(-merged[:, 0], kind="stable")):
         confident = bool(est[shortlist[k]] > z_find * sd_null)
         if not confident and rank >= top:
             continue
-        value, se = (float(x) for x in merged[k])
+        value, se, weight, sd_last = (float(x) for x in merged[k])
+        if confident:  # listed because its last-level estimate cleared the cut
+            rest = math.sqrt(max(se**2 - (weight * sd_last) ** 2, 0.0))
+            low, high = selective_interval(value, weight, sd_last, rest, cut, confidence)
+        else:
+            low, high = value - z * se, value + z * se
         found.append(
-            Discovered(
-                m.text(int(codes[shortlist[k]])),
-                value,
-                se,
-                value - z * se,
-                value + z * se,
-                value * n,
-                confident,
-            )
+            Discovered(m.text(int(codes[shortlist[k]])), value, se, low, high, value * n, confident)
         )
     return Discovery(
         tuple(found),
@@ -305,7 +305,8 @@ def pooled(
     shares: Any,
     epochs: int = 1,
 ) -> npt.NDArray[np.float64]:
-    """(share, stderr) of each string, pooled over every level that sees it whole.
+    """(share, stderr, w, sd) of each string, pooled over every level that sees it whole
+    (w: the last level's weight in the pool, sd: that level's own stderr).
 
     A string shorter than a level's cut is its own prefix there (an end mark
     follows it), so that level's reports, a disjoint random sample, estimate
@@ -344,7 +345,9 @@ def pooled(
     chan = (weights**2 * v).sum(axis=0)
     var = (weights**2 * (v + s2)).sum(axis=0) - cluster * f * (1 - f) / n
     merged = (weights * e).sum(axis=0)
-    return np.stack([merged, np.sqrt(np.maximum(var, chan))], axis=1)
+    # The last level's own sd (its sampling net of the target's), for the selection.
+    own = np.maximum(v[-1] + s2[-1] - cluster * f * (1 - f) / n, v[-1])
+    return np.stack([merged, np.sqrt(np.maximum(var, chan)), weights[-1], np.sqrt(own)], axis=1)
 
 
 def threshold(

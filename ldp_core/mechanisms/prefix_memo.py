@@ -221,6 +221,20 @@ class LongitudinalPrefixOLH(PrefixOLH):
         rows, buckets = np.divmod(np.asarray(permanent, dtype=np.int64), self.g)
         return rows * self.g + grr_steps(buckets, self.keep, self.g, gen)
 
+    def simulate_window(
+        self, codes: npt.NDArray[np.int64], epochs: int, gen: Any
+    ) -> npt.NDArray[np.int64]:
+        """The tallies of a fleet whose device i holds ``codes[i]`` and reports it in
+        each of ``epochs`` epochs: one permanent response per device, then a fresh
+        instantaneous draw per epoch, summed (the window ``discover(epochs=)`` reads)."""
+        import numpy as np
+
+        permanent = self.base.sample(np.asarray(codes, dtype=np.int64), gen)
+        out = np.zeros(self.num_counters, dtype=np.int64)
+        for _ in range(epochs):
+            out += np.bincount(self.instant_batch(permanent, gen), minlength=self.num_counters)
+        return out
+
     def output_distribution(self, value: int) -> npt.NDArray[np.float64]:
         import numpy as np
 
