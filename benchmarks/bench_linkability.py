@@ -1,7 +1,8 @@
 """Linkability of memoised reports: can an observer tell two epochs' reports of one device?
 
 For every registered two-level mechanism, N devices (fresh secrets, values
-uniform over the domain; for strings, random a-z strings of 1 to 6 letters) each send one memoised report in each of two epochs.
+uniform over the domain; for strings, random a-z strings of 1 to 6 letters)
+each send one memoised report in each of two epochs.
 An observer who sees both epochs' reports, but no identifier, scores pairs with
 the best simple rule for the mechanism's report shape (equal report for one
 output; the number of shared set bits for the unary encodings; for memoised
