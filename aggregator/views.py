@@ -97,14 +97,21 @@ def stderr_basis(levels: int, epochs: int) -> str:
 STRING_TOP = 20
 
 
-def discovered_json(m: PrefixOLH, tallies: Sequence[int], confidence: float) -> dict[str, Any]:
+def discovered_json(
+    m: PrefixOLH, tallies: Sequence[int], confidence: float, epochs: int = 1
+) -> dict[str, Any]:
     """The strings a ``prefix_olh`` metric discovered: one row each (``category`` is the
     string, ``value`` its share of the reports, with stderr and interval; ``confident``
     when above the discovery cut), and what it could not see: ``detection_threshold``,
-    the least share found with probability ``detection_power`` (and in reports)."""
+    the least share found with probability ``detection_power`` (and in reports).
+
+    ``epochs``: the epochs with data the tallies sum; the memoised form's intervals
+    and threshold widen with it (one device's reports are correlated)."""
     import numpy as np
 
-    found = m.discover(np.asarray(tallies, dtype=np.int64), confidence=confidence, top=STRING_TOP)
+    found = m.discover(
+        np.asarray(tallies, dtype=np.int64), confidence=confidence, top=STRING_TOP, epochs=epochs
+    )
     return {
         "values": [
             {
@@ -153,7 +160,7 @@ def estimate_json(
         return out
     m = spec.build()
     if isinstance(m, PrefixOLH):
-        out["estimate"] = discovered_json(m, tallies, options.confidence)
+        out["estimate"] = discovered_json(m, tallies, options.confidence, epochs)
         out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
         out["confidence"] = options.confidence
         out["simultaneous"] = False

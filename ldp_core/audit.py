@@ -17,6 +17,9 @@ one_bit_mean       output = 1   (x = hi, x' = lo)        p*/q*
 piecewise          cell in hi's block (x = hi, x' = lo)  a/b (both levels)
 hierarchical       the top-eps level's cells likelier    that level's p*/q*
                    under hi (x = hi, x' = lo)            (GRR or Hadamard)
+prefix_olh         report supports "a" and not "b"       p (g-1)/(1-p)
+prefix_olh, two    the same, the bucket's two GRR        p*/q*_g = e^eps_1
+levels             steps composed (p*, q*_g)
 =================  ====================================  =====================
 
 Each mechanism states its own event (``Mechanism.audit_design``), for both of

@@ -374,6 +374,10 @@ class MetricSpec:
         name = resolve_auto(self.mechanism, kind, self.epsilon, self.domain_size, levels,
                             self.epsilon_inf)
         d = self.domain_size if kind == "frequency" else None
+        if kind == "string" and self.epsilon_inf is not None:
+            return longitudinal(name, epsilon=self.epsilon, epsilon_inf=self.epsilon_inf,
+                                max_length=self.max_length, alphabet=self.alphabet,
+                                casefold=self.casefold)
         if kind == "string":
             return mechanism(name, epsilon=self.epsilon, max_length=self.max_length,
                              alphabet=self.alphabet, casefold=self.casefold)

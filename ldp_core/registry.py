@@ -32,6 +32,7 @@ from ldp_core.mechanisms import (
     piecewise,
     piecewise_memo,
     prefix,
+    prefix_memo,
     sketch,
     square_wave,
     unary,
@@ -52,7 +53,7 @@ __all__ = [
 #: Every family module; a new mechanism is one module and one entry here.
 FAMILIES = (
     binary, grr, unary, olh, olh_memo, mean, hadamard, sketch, piecewise, hybrid, piecewise_memo,
-    prefix, square_wave, hierarchical,
+    prefix, prefix_memo, square_wave, hierarchical,
 )
 
 _ONE: dict[str, type[Mechanism]] = {
@@ -233,8 +234,13 @@ def longitudinal(
     domain_size: int | None = None,
     lo: float | None = None,
     hi: float | None = None,
+    max_length: int | None = None,
+    alphabet: str | None = None,
+    casefold: bool | None = None,
 ) -> Mechanism:
     """A two-level mechanism: eps_1 <= ``epsilon`` per report, ``epsilon_inf`` per value.
+
+    ``prefix_olh`` (strings) takes the string parameters of ``mechanism()``.
 
     ``name``: any registered two-level name, or ``auto`` (the two-level candidate of
     the kind the parameters imply with the lowest variance at (epsilon, epsilon_inf);
@@ -243,6 +249,7 @@ def longitudinal(
     params: dict[str, Any] = {
         "epsilon": epsilon, "epsilon_inf": epsilon_inf,
         "domain_size": domain_size, "lo": lo, "hi": hi,
+        "max_length": max_length, "alphabet": alphabet, "casefold": casefold,
     }
     params = {key: value for key, value in params.items() if value is not None}
     if name == "auto":

@@ -42,8 +42,6 @@ True
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -56,74 +54,20 @@ from ldp_core.mechanisms._alphabet import Alphabet
 from ldp_core.mechanisms._projective import is_prime
 from ldp_core.mechanisms.grr import grr_keep_threshold, grr_step, grr_steps
 from ldp_core.mechanisms.prefix_discovery import SURVIVORS, Discovered, Discovery, discover
+from ldp_core.mechanisms.prefix_hash import (
+    DEFAULT_SEEDS,
+    choose_prime,
+    default_cuts,
+    default_shares,
+    seed_vector,
+    seed_vectors,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MECHANISMS", "Discovered", "Discovery", "PrefixOLH", "seed_vectors"]
-
-DEFAULT_SEEDS = 2048
-def seed_vector(level: int, seed: int, length: int, g: int) -> tuple[int, ...]:
-    """a_{level, seed}: ``length`` digits uniform in GF(g), from SHAKE-256 by rejection.
-
-    >>> seed_vector(0, 7, 2, 53) == seed_vector(0, 7, 2, 53)
-    True
-    """
-    limit = (1 << 16) - (1 << 16) % g
-    out: list[int] = []
-    size = 4 * length + 8
-    while len(out) < length:
-        out.clear()
-        stream = hashlib.shake_256(f"ldp-prefix/{g}/{level}/{seed}".encode()).digest(size)
-        for i in range(0, size, 2):
-            word = int.from_bytes(stream[i : i + 2], "little")
-            if word < limit:
-                out.append(word % g)
-                if len(out) == length:
-                    break
-        size *= 2
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=16)
-def seed_vectors(level: int, seeds: int, length: int, g: int) -> npt.NDArray[np.int64]:
-    """All a_{level, s}, shape (S, length), read-only (server side)."""
-    import numpy as np
-
-    table = np.array([seed_vector(level, s, length, g) for s in range(seeds)], dtype=np.int64)
-    table.flags.writeable = False
-    return table
-
-
-def _default_cuts(max_length: int) -> tuple[int, ...]:
-    return (*range(2, max_length, 2), max_length)
-
-
-def _default_shares(cuts: tuple[int, ...]) -> tuple[int, ...]:
-    # Weight of level j proportional to its prefix length: the last level,
-    # whose reports give the final estimates, gets the most.
-    return tuple(cuts)
-
-
-def choose_prime(epsilon: float, base: int) -> int:
-    """The prime g >= B with the lowest OLH variance q(1-q)/(p-q)^2 (q = 1/g).
-
-    >>> choose_prime(4.0, 27), choose_prime(1.0, 27)
-    (53, 29)
-    """
-    e = math.exp(epsilon)
-    best: tuple[float, int] | None = None
-    g = base
-    while g <= max(2 * base, int(2 * e) + 3):
-        if is_prime(g):
-            p, q = e / (e + g - 1), 1 / g
-            var = q * (1 - q) / (p - q) ** 2
-            if best is None or var < best[0]:
-                best = (var, g)
-        g += 1
-    assert best is not None
-    return best[1]
+__all__ = ["MECHANISMS", "Discovered", "Discovery", "PrefixOLH", "choose_prime", "seed_vectors"]
 
 
 @dataclass(frozen=True)
@@ -151,31 +95,49 @@ class PrefixOLH(IntReport):
         cuts: tuple[int, ...] | None = None,
         shares: tuple[int, ...] | None = None,
         seeds: int = DEFAULT_SEEDS,
+        g: int | None = None,
     ) -> None:
         eps = check_mechanism_epsilon(epsilon)
+        self._lay_out(eps, max_length, alphabet, casefold, cuts, shares, seeds, g)
+        object.__setattr__(self, "declared_epsilon", eps)
+        # p = e^eps/(e^eps + g - 1), threshold strictly below: p(g-1)/(1-p) < e^eps.
+        object.__setattr__(self, "keep", grr_keep_threshold(eps, self.g))
+        check_separated(self.name, eps, self.channel)
+
+    def _lay_out(
+        self,
+        epsilon: float,
+        max_length: int,
+        alphabet: str,
+        casefold: bool,
+        cuts: tuple[int, ...] | None,
+        shares: tuple[int, ...] | None,
+        seeds: int,
+        g: int | None,
+    ) -> None:
+        """Check and set alphabet, cuts, shares, seeds and the prime g (by default the
+        one with the lowest variance at ``epsilon``)."""
         alpha = Alphabet.parse(alphabet, max_length, casefold)
-        cuts = _default_cuts(max_length) if cuts is None else tuple(cuts)
+        cuts = default_cuts(max_length) if cuts is None else tuple(cuts)
         if not cuts or list(cuts) != sorted(set(cuts)) or cuts[0] < 1 or cuts[-1] != max_length:
             raise ValueError(f"cuts must rise strictly to max_length {max_length}, got {cuts!r}")
         if max(b - a for a, b in zip((0, *cuts), cuts, strict=False)) > 2:
             raise ValueError(f"cuts must step by at most 2 symbols, got {cuts!r}")
-        shares = _default_shares(cuts) if shares is None else tuple(shares)
+        shares = default_shares(cuts) if shares is None else tuple(shares)
         if len(shares) != len(cuts) or any(
             isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in shares
         ):
             raise ValueError(f"shares must be one positive integer per cut, got {shares!r}")
         if isinstance(seeds, bool) or not isinstance(seeds, int) or not 16 <= seeds <= 1 << 16:
             raise ValueError(f"seeds must be an integer in [16, 65536], got {seeds!r}")
-        g = choose_prime(eps, alpha.base)
-        object.__setattr__(self, "declared_epsilon", eps)
+        g = choose_prime(epsilon, alpha.base) if g is None else g
+        if isinstance(g, bool) or not isinstance(g, int) or g < alpha.base or not is_prime(g):
+            raise ValueError(f"g must be a prime >= the alphabet's {alpha.base} symbols, got {g!r}")
         object.__setattr__(self, "alphabet", alpha)
         object.__setattr__(self, "cuts", cuts)
         object.__setattr__(self, "shares", shares)
         object.__setattr__(self, "g", g)
         object.__setattr__(self, "seeds", seeds)
-        # p = e^eps/(e^eps + g - 1), threshold strictly below: p(g-1)/(1-p) < e^eps.
-        object.__setattr__(self, "keep", grr_keep_threshold(eps, g))
-        check_separated(self.name, eps, self.channel)
 
     @classmethod
     def create(cls, params: dict[str, Any]) -> Mechanism:
@@ -355,10 +317,12 @@ class PrefixOLH(IntReport):
             for j, w in enumerate(self.shares)
         )
         g, s = self.g, self.seeds
-        own = np.concatenate([self._hashes(j, np.arange(s), np.full(s, x)) for j in
-                              range(len(self.cuts))])
-        other = np.concatenate([self._hashes(j, np.arange(s), np.full(s, x_prime)) for j in
-                                range(len(self.cuts))])
+        own = np.concatenate(
+            [self._hashes(j, np.arange(s), np.full(s, x)) for j in range(len(self.cuts))]
+        )
+        other = np.concatenate(
+            [self._hashes(j, np.arange(s), np.full(s, x_prime)) for j in range(len(self.cuts))]
+        )
 
         def event(r: Report) -> bool:
             assert isinstance(r, int)
@@ -392,17 +356,36 @@ class PrefixOLH(IntReport):
         q0 = (1 - p) / (self.g - 1)
         return p, q, (p - q0) ** 2 * q * (1 - q) / self.seeds
 
-    def count_sd(self, c: float, n_level: int, squares: float) -> float:
+    def support_variance(self, c: Any, n_level: int, squares: float, epochs: int = 1) -> Any:
+        """Var[C(x)] of a prefix held by c of a level's n_l reports (arrays welcome);
+        one-level reports are independent, so ``epochs`` (of a window) changes nothing."""
+        p, q, family = self.variance_terms()
+        return c * p * (1 - p) + (n_level - c) * q * (1 - q) + family * squares
+
+    def level_cluster(self, epochs: int) -> int:
+        """How many reports of one device can share a level in a window of ``epochs``:
+        1, each report draws its level afresh."""
+        return 1
+
+    def count_sd(self, c: float, n_level: int, squares: float, epochs: int = 1) -> float:
         """Standard deviation of c_hat for a prefix held by c of a level's n_l reports,
         the other values' counts squared summing to ``squares``."""
-        p, q, family = self.variance_terms()
-        var = c * p * (1 - p) + (n_level - c) * q * (1 - q) + family * squares
+        p, q, _ = self.variance_terms()
+        var = float(self.support_variance(c, n_level, squares, epochs))
         return math.sqrt(max(var, 0.0)) / (p - q)
 
-    def discover(self, tallies: Any, confidence: float = 0.95, power: float = 0.95,
-                 survivors: int | tuple[int, ...] = SURVIVORS, top: int = 0) -> Discovery:
-        """The heavy strings of a tally vector: ``prefix_discovery.discover``."""
-        return discover(self, tallies, confidence, power, survivors, top)
+    def discover(
+        self,
+        tallies: Any,
+        confidence: float = 0.95,
+        power: float = 0.95,
+        survivors: int | tuple[int, ...] = SURVIVORS,
+        top: int = 0,
+        epochs: int = 1,
+    ) -> Discovery:
+        """The heavy strings of a tally vector (summed over ``epochs`` epochs with
+        data): ``prefix_discovery.discover``."""
+        return discover(self, tallies, confidence, power, survivors, top, epochs)
 
 
 MECHANISMS: tuple[type[Mechanism], ...] = (PrefixOLH,)

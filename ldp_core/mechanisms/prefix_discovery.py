@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
+from ldp_core.mechanisms.prefix_selection import selective_interval
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -90,7 +92,7 @@ def _plan(level: int, seeds: int, prev: int, cut: int, g: int) -> tuple[Any, ...
     """
     import numpy as np
 
-    from ldp_core.mechanisms.prefix import seed_vectors
+    from ldp_core.mechanisms.prefix_hash import seed_vectors
 
     table = seed_vectors(level, seeds, cut, g)
     tail = table[:, prev:]
@@ -105,7 +107,10 @@ def _plan(level: int, seeds: int, prev: int, cut: int, g: int) -> tuple[Any, ...
 
 
 def extension_counts(
-    m: PrefixOLH, level: int, table: npt.NDArray[np.int64], survivors: npt.NDArray[np.int64],
+    m: PrefixOLH,
+    level: int,
+    table: npt.NDArray[np.int64],
+    survivors: npt.NDArray[np.int64],
     extensions: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]:
     """C(P + e) = sum_s T[s, h_s(P + e)] for every survivor P and extension e, (P, E).
@@ -162,9 +167,15 @@ def discover(
     power: float = 0.95,
     survivors: int | tuple[int, ...] = SURVIVORS,
     top: int = 0,
+    epochs: int = 1,
 ) -> Discovery:
     """The strings above the detection cut (``confident``), at least the ``top`` best
-    candidates, each with its share, interval; and the detection threshold."""
+    candidates, each with its share, interval; and the detection threshold.
+
+    ``epochs``: how many epochs with data the tallies sum; a memoised form's reports
+    of one device are correlated across them (``support_variance``)."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a positive number of epochs, got {epochs!r}")
     import numpy as np
 
     table = np.asarray(tallies, dtype=np.int64)
@@ -190,13 +201,14 @@ def discover(
         if prev:  # an ended prefix extends by end marks only (offset 0 comes first)
             live[kept // m.alphabet.base ** (prev - 1) == 0, 1:] = False
         share = (counts - nl * q) / (p - q) / nl  # (survivors, extensions)
-        limit = survivors if isinstance(survivors, int) else survivors[
-            min(level, len(survivors) - 1)]
+        limit = (
+            survivors if isinstance(survivors, int) else survivors[min(level, len(survivors) - 1)]
+        )
         best = top_values(np.clip(share[live], 0, None), limit) * nl
         # Values outside the top each hold at most the last top count, so their
         # squares sum to at most (n_l - top mass) * that count.
         squares.append(float((best**2).sum() + max(nl - best.sum(), 0) * best[-1]))
-        sd_null = m.count_sd(0.0, nl, squares[-1])
+        sd_null = m.count_sd(0.0, nl, squares[-1], epochs)
         var = (sd_null / nl) ** 2
         score, score_var = chain(share, live, var, kept_score, kept_var)
         codes = (kept[:, None] + offset[None, :])[live]
@@ -211,17 +223,31 @@ def discover(
     cuts.append(z_find * sd_null / nl)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     shortlist = top_order(score, max(3 * top, 60, int((est > z_find * sd_null).sum())))
-    merged = pooled(m, blocks, level_n, squares, codes[shortlist], est[shortlist] / nl)
+    merged = pooled(m, blocks, level_n, squares, codes[shortlist], est[shortlist] / nl, epochs)
+    cut = z_find * sd_null / nl
     found = []
     for rank, k in enumerate(np.argsort(-merged[:, 0], kind="stable")):
         confident = bool(est[shortlist[k]] > z_find * sd_null)
         if not confident and rank >= top:
             continue
-        value, se = (float(x) for x in merged[k])
-        found.append(Discovered(m.text(int(codes[shortlist[k]])), value, se,
-                                value - z * se, value + z * se, value * n, confident))
-    return Discovery(tuple(found), n, threshold(m, level_n, cuts, squares, power), power,
-                     confidence, level_n, tuple(candidates))
+        value, se, weight, sd_last = (float(x) for x in merged[k])
+        if confident:  # listed because its last-level estimate cleared the cut
+            rest = math.sqrt(max(se**2 - (weight * sd_last) ** 2, 0.0))
+            low, high = selective_interval(value, weight, sd_last, rest, cut, confidence)
+        else:
+            low, high = value - z * se, value + z * se
+        found.append(
+            Discovered(m.text(int(codes[shortlist[k]])), value, se, low, high, value * n, confident)
+        )
+    return Discovery(
+        tuple(found),
+        n,
+        threshold(m, level_n, cuts, squares, power, epochs),
+        power,
+        confidence,
+        level_n,
+        tuple(candidates),
+    )
 
 
 def top_order(values: Any, k: int) -> npt.NDArray[np.intp]:
@@ -271,21 +297,30 @@ def chain(
 
 
 def pooled(
-    m: PrefixOLH, blocks: Any, level_n: tuple[int, ...], squares: list[float], codes: Any,
+    m: PrefixOLH,
+    blocks: Any,
+    level_n: tuple[int, ...],
+    squares: list[float],
+    codes: Any,
     shares: Any,
+    epochs: int = 1,
 ) -> npt.NDArray[np.float64]:
-    """(share, stderr) of each string, pooled over every level that sees it whole.
+    """(share, stderr, w, sd) of each string, pooled over every level that sees it whole
+    (w: the last level's weight in the pool, sd: that level's own stderr).
 
     A string shorter than a level's cut is its own prefix there (an end mark
     follows it), so that level's reports, a disjoint random sample, estimate
     it too.  Inverse-variance weights w_l (variances at the last level's share
     f) and, the levels partitioning the n reports,
-    Var = sum_l w_l^2 (v_l + f(1-f)/n_l) - f(1-f)/n  (v_l the channel's).
+    Var = sum_l w_l^2 (v_l + k f(1-f)/n_l) - k f(1-f)/n  (v_l the channel's),
+    k = ``m.level_cluster(epochs)``: the reports of one device that share a level
+    (a memoised device keeps its level, so its reports are sampled together).
     """
     import numpy as np
 
     n = sum(level_n)
-    p, q, family = m.variance_terms()
+    p, q, _ = m.variance_terms()
+    cluster = m.level_cluster(epochs)
     base = m.alphabet.base
     lengths = ((codes[:, None] // base ** np.arange(m.alphabet.max_length)) % base != 0).sum(1)
     last = len(m.cuts) - 1
@@ -300,22 +335,28 @@ def pooled(
             support = m.support(level, blocks[level], codes)
             estimates.append((support - nl * q) / (p - q) / nl)
         c = f * nl
-        var = c * p * (1 - p) + (nl - c) * q * (1 - q) + family * squares[level]
+        var = m.support_variance(c, nl, squares[level], epochs)
         channel.append(np.maximum(var, 0.0) / (p - q) ** 2 / nl**2)
-        sampling.append(f * (1 - f) / nl)
+        sampling.append(cluster * f * (1 - f) / nl)
         seen.append(sees & (level_n[level] > 0))
     v, s2, e = np.array(channel), np.array(sampling), np.array(estimates)
     weights = np.where(np.array(seen), 1 / np.maximum(v + s2, 1e-300), 0.0)
     weights /= weights.sum(axis=0)
     chan = (weights**2 * v).sum(axis=0)
-    var = (weights**2 * (v + s2)).sum(axis=0) - f * (1 - f) / n
+    var = (weights**2 * (v + s2)).sum(axis=0) - cluster * f * (1 - f) / n
     merged = (weights * e).sum(axis=0)
-    return np.stack([merged, np.sqrt(np.maximum(var, chan))], axis=1)
+    # The last level's own sd (its sampling net of the target's), for the selection.
+    own = np.maximum(v[-1] + s2[-1] - cluster * f * (1 - f) / n, v[-1])
+    return np.stack([merged, np.sqrt(np.maximum(var, chan)), weights[-1], np.sqrt(own)], axis=1)
 
 
 def threshold(
-    m: PrefixOLH, level_n: tuple[int, ...], cuts: list[float], squares: list[float],
+    m: PrefixOLH,
+    level_n: tuple[int, ...],
+    cuts: list[float],
+    squares: list[float],
     power: float,
+    epochs: int = 1,
 ) -> float:
     """Least share f found with probability >= power (normal approximation): at every
     level the score of a prefix of share f clears that level's cut.  Between the
@@ -329,7 +370,7 @@ def threshold(
     def found(f: float) -> float:
         prob, parent = 1.0, math.inf
         for level, (nl, cut, sq) in enumerate(zip(level_n, cuts, squares, strict=True)):
-            var = (m.count_sd(f * nl, nl, sq) / nl) ** 2
+            var = (m.count_sd(f * nl, nl, sq, epochs) / nl) ** 2
             own = normal.cdf((f - cut) / math.sqrt(var)) if var > 0 else float(f > cut)
             if 0 < level < last and var > 0:
                 pool = 1 / math.sqrt(1 / var + 1 / parent)
