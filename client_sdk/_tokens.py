@@ -28,8 +28,9 @@ a configuration error: logged at ERROR once per key, counted in
 ``unpinned``); the reports wait, and the key is asked again with backoff.
 
 A unit the issuer refuses for good (``token_limit``: this install already got
-its token for the epoch; ``epoch_expired`` ...) drops its waiting reports,
-counted in ``dropped`` under that code.  Without network, reports wait in the
+its token for the epoch; ``epoch_expired`` ...; ``epoch_v1_only``: an epoch
+open when the issuer switched from per-metric tokens, which takes only those)
+drops its waiting reports, counted in ``dropped`` under that code.  Without network, reports wait in the
 spool (bounded by its quotas) until tokens come.
 
 >>> TokenManager.FINAL >= {"token_limit", "epoch_expired"}
@@ -119,7 +120,7 @@ class TokenManager:
     """
 
     FINAL = frozenset({"token_limit", "epoch_expired", "epoch_in_future", "bad_unit",
-                       "bad_blinded", "unit_retired"})
+                       "bad_blinded", "unit_retired", "epoch_v1_only"})
 
     def __init__(self, store: Store, transport: Transport, url: str,
                  headers: Callable[[], dict[str, str]], *, ahead: bool = True,
