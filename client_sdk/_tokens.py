@@ -30,8 +30,8 @@ a configuration error: logged at ERROR once per key, counted in
 A unit the issuer refuses for good (``token_limit``: this install already got
 its token for the epoch; ``epoch_expired`` ...; ``epoch_v1_only``: an epoch
 open when the issuer switched from per-metric tokens, which takes only those)
-drops its waiting reports, counted in ``dropped`` under that code.  Without network, reports wait in the
-spool (bounded by its quotas) until tokens come.
+drops its waiting reports, counted in ``dropped`` under that code.  Without
+network, reports wait in the spool (bounded by its quotas) until tokens come.
 
 >>> TokenManager.FINAL >= {"token_limit", "epoch_expired"}
 True
