@@ -47,6 +47,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
+from client_sdk._catalog import Catalog
 from client_sdk._pins import IssuerPins
 from client_sdk._store import Store, discard
 from client_sdk._transport import Response, Transport
@@ -151,6 +152,20 @@ class TokenManager:
         #: The install key of rows spooled by an older SDK (no install column then).
         self.default_install: str | None = None
         self._dropped: Counter[str] = Counter()
+
+    @classmethod
+    def for_catalog(cls, store: Store, transport: Transport, url: str, catalog: Catalog,
+                    pins: IssuerPins | None, headers: Callable[[], dict[str, str]]
+                    ) -> TokenManager:
+        """A Pipeline's manager: rows spooled by an older SDK (no period column) take
+        their metric's epoch length from ``catalog``."""
+        return cls(store, transport, url, headers, pins=pins,
+                   period_of=lambda name, _version: None if (s := catalog.get(name)) is None
+                   else s.epoch)
+
+    def config_errors(self) -> dict[str, int]:
+        """The configuration errors seen, by kind (``Counters.config_errors``)."""
+        return {"issuer_key_unpinned": self.unpinned} if self.unpinned else {}
 
     def ready(self, timeout: float) -> Counter[str]:
         """Tokens onto waiting reports, fetching missing ones; returns reports dropped
