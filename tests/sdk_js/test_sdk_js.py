@@ -175,9 +175,10 @@ def test_client_against_the_real_collector(
         client.delete(V2_SINCE)
     other = TokenKey.generate(bits=1024)
     (tmp_path / "other.pem").write_bytes(other.to_pem())
+    other_key = {"LDP_TOKEN_KEY_FILE": str(tmp_path / "other.pem")}
     with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector, \
             start_collector(redis_server.url, log_dir=tmp_path / "other",
-                            extra_env={"LDP_TOKEN_KEY_FILE": str(tmp_path / "other.pem")}) as rogue, \
+                            extra_env=other_key) as rogue, \
             start_collector(switched_redis, log_dir=tmp_path / "switched") as switched:
         register(collector.url, CLIENT_SPECS)
         (tmp_path / "state").mkdir()
