@@ -52,7 +52,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
 import redis.exceptions
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
@@ -62,7 +62,7 @@ from collector.routers import health, metrics, reports, tokens
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import HttpMetrics, Telemetry
-from collector.tokens import TokenService, V1Cutoff, load_token_key
+from collector.tokens import TokenService, V1Cutoff, cutoff_settled, load_token_key
 from ldp_server.headers import API_HEADERS, install_security_headers
 from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
@@ -136,7 +136,9 @@ def create_app(
         )
     _install_errors(app, runtime)
     for module in (health, metrics, reports, tokens):
-        app.include_router(module.router)
+        # The version-1 cut-off is settled before a metric is registered.
+        settle = [Depends(cutoff_settled)] if module is metrics else []
+        app.include_router(module.router, dependencies=settle)
     return app
 
 

@@ -39,8 +39,9 @@ version-1 token of (metric, version, epoch) could also get the epoch's
 version-2 token and report that metric twice.  Later epochs are
 version-2-only, so in every epoch one kind of token counts, each at most once
 per device and metric slot.  The cut-off is read from Redis once per process
-(``V1Cutoff``) and never guessed: a process that cannot read it answers no
-token request and counts no report until it can.
+(``V1Cutoff``), settled before any metric is registered (``cutoff_settled``),
+and never guessed: a process that cannot read it answers no token request and
+counts no report until it can.
 
 A second request for a unit with the same blinded message is signed again
 (a lost answer can be retried); another blinded message is refused
@@ -58,10 +59,12 @@ import base64
 import binascii
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any, Protocol
 
+from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -78,6 +81,7 @@ __all__ = [
     "InstallKeyAuth",
     "TokenService",
     "V1Cutoff",
+    "cutoff_settled",
     "load_token_key",
     "subject_key",
 ]
@@ -216,6 +220,17 @@ class V1Cutoff:
     def v1_only(until: float | None, period_seconds: int, epoch: int) -> bool:
         """Whether the epoch starts at or before the cut-off ``until`` (of ``until()``)."""
         return until is not None and epoch * period_seconds <= until
+
+
+async def cutoff_settled(request: Request) -> None:
+    """A dependency of the metric registry's routes: the cut-off is settled before a
+    metric is registered, so that a registry that is not empty when ``V2_SINCE`` is
+    first written means a version-1 deployment (a collector that started while Redis
+    was down would otherwise take its own first metrics for version-1 ones).  If
+    Redis is down the route fails by itself."""
+    service: TokenService = request.app.state.tokens
+    with suppress(RedisError, OSError):
+        await service.cutoff.until()
 
 
 @dataclass(frozen=True)
