@@ -30,9 +30,9 @@ Transition from version-1 tokens (bound to (metric, version, epoch)): the
 first version-2 collector writes ``V2_SINCE`` once: its start time if the
 registry already holds a metric (a version-1 deployment, whose issuer signed
 only for registered metrics), else 0 (a fresh deployment: no version-1 token
-exists).  An epoch that starts at or before ``V2_SINCE`` +
+exists).  An epoch that starts at or before ``V1_UNTIL`` = ``V2_SINCE`` +
 ``LDP_TOKEN_AHEAD_HOURS`` (the last epoch a version-1 issuer could have
-signed for) is *version-1-only*: the issuer refuses its version-2 unit
+signed for; written once too) is *version-1-only*: the issuer refuses its version-2 unit
 (``epoch_v1_only``) and the collector counts only version-1 tokens in it (a
 version-2 token there is ``epoch_v1_only``).  Otherwise a device holding a
 version-1 token of (metric, version, epoch) could also get the epoch's
@@ -77,6 +77,8 @@ from ldp_server.redis_client import RedisClient
 
 __all__ = [
     "ISSUE_LUA",
+    "V1_UNTIL",
+    "V2_SINCE",
     "DeviceAuth",
     "InstallKeyAuth",
     "TokenService",
@@ -88,18 +90,26 @@ __all__ = [
 
 TOKEN_KEY = "ldp:{spec}:token-key"  # noqa: S105 - a key name, not a secret
 V2_SINCE = "ldp:{spec}:token-v2-since"
+V1_UNTIL = "ldp:{spec}:token-v1-until"
 INSTALL_HEADER = "ldp-install-key"
 
-# KEYS[1] V2_SINCE, KEYS[2] the registry's metric names (one hash tag: one slot);
-# ARGV[1] now.  Written once: now if a metric is registered (a version-1
-# deployment), else 0 (no version-1 token can exist).  Returns the value.
+# KEYS[1] V1_UNTIL, KEYS[2] V2_SINCE, KEYS[3] the registry's metric names (one hash
+# tag: one slot); ARGV[1] now, ARGV[2] the ahead window (seconds).  V2_SINCE is
+# written once: now if a metric is registered (a version-1 deployment), else 0 (no
+# version-1 token can exist); V1_UNTIL once, from the first reader's ahead window,
+# so processes with other settings still agree.  Returns V1_UNTIL ("0": none).
 SINCE_LUA = """
-local since = redis.call('GET', KEYS[1])
+local untl = redis.call('GET', KEYS[1])
+if untl then return untl end
+local since = redis.call('GET', KEYS[2])
 if not since then
-  since = redis.call('SCARD', KEYS[2]) > 0 and ARGV[1] or '0'
-  redis.call('SET', KEYS[1], since)
+  since = redis.call('SCARD', KEYS[3]) > 0 and ARGV[1] or '0'
+  redis.call('SET', KEYS[2], since)
 end
-return since
+if tonumber(since) == 0 then untl = '0'
+else untl = string.format('%d', tonumber(since) + tonumber(ARGV[2])) end
+redis.call('SET', KEYS[1], untl)
+return untl
 """
 
 # KEYS[1] the subject's hash; ARGV[1] EXPIREAT (the max over the request);
@@ -180,12 +190,13 @@ async def load_token_key(client: RedisClient, path: str | None, *, dev: bool) ->
 
 
 class V1Cutoff:
-    """Which epochs are version-1-only: those that start at or before ``V2_SINCE``
-    + the ahead window (unix seconds); None when no epoch is.
+    """Which epochs are version-1-only: those that start at or before ``V1_UNTIL``
+    (unix seconds: ``V2_SINCE`` + the ahead window); None when no epoch is.
 
-    Read from Redis on first use and kept (``V2_SINCE`` is written once, by a
-    script that also decides between a version-1 deployment and a fresh one),
-    so every process and restart agrees on it.  If Redis cannot be read, ``until``
+    Read from Redis on first use and kept (``V2_SINCE`` and ``V1_UNTIL`` are each
+    written once, by a script that also decides between a version-1 deployment
+    and a fresh one), so every process and restart agrees on it, whatever its own
+    ``LDP_TOKEN_AHEAD_HOURS``.  If Redis cannot be read, ``until``
     raises and the request fails (503 ``store_unavailable``): a guessed cut-off,
     earlier or later than another process's, would let one epoch accept both
     kinds of token or refuse both.  ``fixed`` is a known cut-off (tests, benchmarks).
@@ -210,9 +221,9 @@ class V1Cutoff:
     async def until(self) -> float | None:
         if not self._known:
             assert self._client is not None
-            since = int(await self._client.eval(SINCE_LUA, 2, V2_SINCE, SPEC_NAMES,
-                                                int(self._clock())))
-            self._until = since + self._ahead if since else None
+            until = int(await self._client.eval(SINCE_LUA, 3, V1_UNTIL, V2_SINCE, SPEC_NAMES,
+                                                int(self._clock()), self._ahead))
+            self._until = until or None
             self._known = True
         return self._until
 

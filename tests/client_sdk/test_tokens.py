@@ -20,7 +20,7 @@ import redis
 
 from client_sdk import Client, Response, UrllibTransport
 from client_sdk._store import Store, discard
-from collector.tokens import V2_SINCE
+from collector.tokens import V1_UNTIL, V2_SINCE
 from ldp_core.tokens import unb64url
 from ldp_server.redis_server import RedisServer
 from tests.client_sdk.test_e2e import QUICK, register
@@ -226,7 +226,7 @@ def switched(
     with start_collector(url, log_dir=logs) as svc:
         register(svc.url, specs())
     with redis.Redis.from_url(url) as r:
-        r.delete(V2_SINCE)   # as the version-1 deployment left it
+        r.delete(V2_SINCE, V1_UNTIL)   # as the version-1 deployment left it
     with start_collector(url, log_dir=logs) as svc:
         yield svc
 

@@ -18,7 +18,7 @@ import redis
 
 from collector.app import create_app
 from collector.store import ValidReport
-from collector.tokens import V2_SINCE, TokenService, V1Cutoff
+from collector.tokens import V1_UNTIL, V2_SINCE, TokenService, V1Cutoff
 from ldp_core import tokens
 from ldp_core.tokens import PublicKey, b64url, unb64url
 from ldp_core.wire import Envelope, encode_batch
@@ -41,7 +41,7 @@ async def upgraded(redis_url: str) -> None:
             r = await c.post("/v1/metrics", json=SPECS[name], headers=auth(ADMIN_KEY))
             assert r.status_code == 201, r.text
     with redis.Redis.from_url(redis_url) as r:
-        r.delete(V2_SINCE)
+        r.delete(V2_SINCE, V1_UNTIL)
 
 
 async def issue(c: httpx.AsyncClient, install: str, epoch: int) -> tuple[str | None, str]:
@@ -199,22 +199,27 @@ async def test_the_collector_names_a_version_2_token_in_a_version_1_epoch(
 
 
 async def test_the_cut_off_is_written_once_and_never_guessed(redis_url: str) -> None:
-    """``V1Cutoff``: the first start decides (0 without metrics, else its time), later
-    starts read it; with Redis unreachable it raises (the request gets 503) and reads
-    it when Redis answers."""
+    """``V1Cutoff``: the first start decides (0 without metrics, else its time + its
+    ahead window), later starts read it whatever their clock or ahead window; a
+    deployment that wrote only ``V2_SINCE`` (before ``V1_UNTIL`` existed) gets it
+    from that; with Redis unreachable it raises (the request gets 503) and reads it
+    when Redis answers."""
     import redis.asyncio
 
+    t0, hour = 1_764_590_000, 3600
     client = redis.asyncio.Redis.from_url(redis_url)
     try:
-        assert await V1Cutoff(client, lambda: 1000.0, 3600).until() is None
-        await client.delete(V2_SINCE)
+        assert await V1Cutoff(client, lambda: t0, hour).until() is None
+        await client.delete(V2_SINCE, V1_UNTIL)
         await client.sadd("ldp:{spec}:names", "browser")
-        assert await V1Cutoff(client, lambda: 1000.0, 3600).until() == 1000 + 3600
-        assert await V1Cutoff(client, lambda: 9000.0, 3600).until() == 1000 + 3600
+        assert await V1Cutoff(client, lambda: t0, hour).until() == t0 + hour
+        assert await V1Cutoff(client, lambda: t0 + 9000, 2 * hour).until() == t0 + hour
+        await client.delete(V1_UNTIL)
+        assert await V1Cutoff(client, lambda: t0 + 9000, 2 * hour).until() == t0 + 2 * hour
     finally:
         await client.aclose()
     down = redis.asyncio.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
-    cutoff = V1Cutoff(down, lambda: 5000.0, 3600)
+    cutoff = V1Cutoff(down, lambda: t0 + 5000, hour)
     try:
         with pytest.raises(redis.exceptions.ConnectionError):
             await cutoff.until()
@@ -222,6 +227,6 @@ async def test_the_cut_off_is_written_once_and_never_guessed(redis_url: str) -> 
         await down.aclose()
     cutoff._client = redis.asyncio.Redis.from_url(redis_url)  # Redis is back
     try:
-        assert await cutoff.until() == 1000 + 3600
+        assert await cutoff.until() == t0 + 2 * hour
     finally:
         await cutoff._client.aclose()

@@ -46,7 +46,7 @@ import numpy as np
 import pytest
 
 from collector.token_crypto import TokenKey
-from collector.tokens import V2_SINCE
+from collector.tokens import V1_UNTIL, V2_SINCE
 from ldp_core.metric import MetricSpec
 from ldp_server.redis_server import RedisServer
 from tests.support.servers import (
@@ -172,7 +172,7 @@ def test_client_against_the_real_collector(
     with start_collector(switched_redis, log_dir=tmp_path / "v1") as v1:
         register(v1.url, CLIENT_SPECS)
     with redis.Redis.from_url(switched_redis) as client:
-        client.delete(V2_SINCE)
+        client.delete(V2_SINCE, V1_UNTIL)
     other = TokenKey.generate(bits=1024)
     (tmp_path / "other.pem").write_bytes(other.to_pem())
     other_key = {"LDP_TOKEN_KEY_FILE": str(tmp_path / "other.pem")}
