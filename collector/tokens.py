@@ -32,9 +32,9 @@ registry already holds a metric (a version-1 deployment, whose issuer signed
 only for registered metrics), else 0 (a fresh deployment: no version-1 token
 exists).  An epoch that starts at or before ``V1_UNTIL`` = ``V2_SINCE`` +
 ``LDP_TOKEN_AHEAD_HOURS`` (the last epoch a version-1 issuer could have
-signed for; written once too) is *version-1-only*: the issuer refuses its version-2 unit
-(``epoch_v1_only``) and the collector counts only version-1 tokens in it (a
-version-2 token there is ``epoch_v1_only``).  Otherwise a device holding a
+signed for; written once too) is *version-1-only*: the issuer refuses its
+version-2 unit (``epoch_v1_only``) and the collector counts only version-1
+tokens in it (a version-2 token there is ``epoch_v1_only``).  Otherwise a device holding a
 version-1 token of (metric, version, epoch) could also get the epoch's
 version-2 token and report that metric twice.  Later epochs are
 version-2-only, so in every epoch one kind of token counts, each at most once
