@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 
 from collector.store import ValidReport
 from collector.token_crypto import TokenKey
-from collector.tokens import TokenService
+from collector.tokens import TokenService, V1Cutoff
 from ldp_core.metric import MetricSpec
 from ldp_core.tokens import b64url, token_input, unit_digest
 
@@ -99,7 +99,7 @@ def main() -> None:
             times, verifs, valid = [], 0, 0
             await _time(TokenService.of(key), make[0][:10])   # the worker thread is up
             for reports in make:
-                service = TokenService.of(key, v1_until=v1_until)
+                service = TokenService.of(key, cutoff=V1Cutoff.fixed(v1_until))
                 if warm:
                     await _time(service, reports)              # fill the cache first
                 seconds, verifs, valid = await _time(service, reports)
@@ -119,7 +119,8 @@ def main() -> None:
     size = 32 + key.public.modulus_bytes
     forged = [[ValidReport(spec, EPOCH, os.urandom(16).hex(), b64url(os.urandom(size)), (1,))
                for spec in _specs(1) * BATCH] for _ in range(args.repeats)]
-    run("forged, v1 transition (v2 then v1)", forged, v1_until=float((EPOCH + 1) * 86400))
+    run("forged, v1 transition (v1, then v2 to name the code)", forged,
+        v1_until=float((EPOCH + 1) * 86400))
     base = rows[0][1]
     print(f"batch of {BATCH} reports, 2048-bit key, median of {args.repeats}; "
           f"load average {os.getloadavg()[0]:.2f}")

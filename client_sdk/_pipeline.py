@@ -81,12 +81,9 @@ class Pipeline(Sender):
         self.config = config
         self.background = background
         self._jitter = random.Random()
-        self.tokens = TokenManager(
-            store, transport, self.url,
-            lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": USER_AGENT},
-            pins=pins,  # rows of an older SDK: their metric's epoch length, from the catalog
-            period_of=lambda name, _version: None if (s := catalog.get(name)) is None else s.epoch,
-        )
+        self.tokens = TokenManager.for_catalog(
+            store, transport, self.url, catalog, pins,
+            lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": USER_AGENT})
         self._init_state()
         self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (
             time.monotonic() + (config.metrics_ttl if fetch_metrics else float("inf")))
@@ -199,9 +196,7 @@ class Pipeline(Sender):
                 refused=dict(self._refused),
                 batches=self._tally["batches"],
                 retries=self._tally["retries"],
-                config_errors=(
-                    {"issuer_key_unpinned": self.tokens.unpinned} if self.tokens.unpinned else {}
-                ),
+                config_errors=self.tokens.config_errors(),
             )
 
     def _pending_locked(self) -> int:

@@ -28,9 +28,10 @@ a configuration error: logged at ERROR once per key, counted in
 ``unpinned``); the reports wait, and the key is asked again with backoff.
 
 A unit the issuer refuses for good (``token_limit``: this install already got
-its token for the epoch; ``epoch_expired`` ...) drops its waiting reports,
-counted in ``dropped`` under that code.  Without network, reports wait in the
-spool (bounded by its quotas) until tokens come.
+its token for the epoch; ``epoch_expired`` ...; ``epoch_v1_only``: an epoch
+open when the issuer switched from per-metric tokens, which takes only those)
+drops its waiting reports, counted in ``dropped`` under that code.  Without
+network, reports wait in the spool (bounded by its quotas) until tokens come.
 
 >>> TokenManager.FINAL >= {"token_limit", "epoch_expired"}
 True
@@ -46,6 +47,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
+from client_sdk._catalog import Catalog
 from client_sdk._pins import IssuerPins
 from client_sdk._store import Store, discard
 from client_sdk._transport import Response, Transport
@@ -119,7 +121,7 @@ class TokenManager:
     """
 
     FINAL = frozenset({"token_limit", "epoch_expired", "epoch_in_future", "bad_unit",
-                       "bad_blinded", "unit_retired"})
+                       "bad_blinded", "unit_retired", "epoch_v1_only"})
 
     def __init__(self, store: Store, transport: Transport, url: str,
                  headers: Callable[[], dict[str, str]], *, ahead: bool = True,
@@ -150,6 +152,20 @@ class TokenManager:
         #: The install key of rows spooled by an older SDK (no install column then).
         self.default_install: str | None = None
         self._dropped: Counter[str] = Counter()
+
+    @classmethod
+    def for_catalog(cls, store: Store, transport: Transport, url: str, catalog: Catalog,
+                    pins: IssuerPins | None, headers: Callable[[], dict[str, str]]
+                    ) -> TokenManager:
+        """A Pipeline's manager: rows spooled by an older SDK (no period column) take
+        their metric's epoch length from ``catalog``."""
+        return cls(store, transport, url, headers, pins=pins,
+                   period_of=lambda name, _version: None if (s := catalog.get(name)) is None
+                   else s.epoch)
+
+    def config_errors(self) -> dict[str, int]:
+        """The configuration errors seen, by kind (``Counters.config_errors``)."""
+        return {"issuer_key_unpinned": self.unpinned} if self.unpinned else {}
 
     def ready(self, timeout: float) -> Counter[str]:
         """Tokens onto waiting reports, fetching missing ones; returns reports dropped

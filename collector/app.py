@@ -49,9 +49,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
-from fastapi import FastAPI, Request
+import redis.exceptions
+from fastapi import Depends, FastAPI, Request
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
@@ -61,7 +62,7 @@ from collector.routers import health, metrics, reports, tokens
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import HttpMetrics, Telemetry
-from collector.tokens import TokenService, load_token_key, load_v1_until
+from collector.tokens import TokenService, V1Cutoff, cutoff_settled, load_token_key
 from ldp_server.headers import API_HEADERS, install_security_headers
 from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
@@ -103,11 +104,12 @@ def create_app(
             secret=settings.secret_bytes(),
         )
         app.state.store = store
+        cutoff = V1Cutoff(store.client, runtime.clock, settings.token_ahead_hours * 3600)
         app.state.tokens = TokenService.of(
             await load_token_key(store.client, settings.token_key_file,
-                                 dev=settings.env != "prod"),
-            v1_until=await load_v1_until(store.client, runtime.clock(),
-                                         settings.token_ahead_hours * 3600))
+                                 dev=settings.env != "prod"), cutoff=cutoff)
+        with suppress(redis.exceptions.RedisError, OSError):
+            await cutoff.until()  # the first start decides (else the first request)
         ready = await store.ready()
         log_event(log, "collector_started", env=settings.env, redis=settings.redis_target,
                   redis_ready=ready, shards=settings.shards)
@@ -134,7 +136,9 @@ def create_app(
         )
     _install_errors(app, runtime)
     for module in (health, metrics, reports, tokens):
-        app.include_router(module.router)
+        # The version-1 cut-off is settled before a metric is registered.
+        settle = [Depends(cutoff_settled)] if module is metrics else []
+        app.include_router(module.router, dependencies=settle)
     return app
 
 

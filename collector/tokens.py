@@ -27,11 +27,21 @@ Issuer state (per subject, expires with the last unit's acceptance window):
                                   tokens may remain until they expire)
 
 Transition from version-1 tokens (bound to (metric, version, epoch)): the
-first collector of version 2 writes its start time to ``V2_SINCE`` (once,
-NX); a report whose epoch starts before that time + ``LDP_TOKEN_AHEAD_HOURS``
-(the last epoch a version-1 issuer could have signed for) may carry a
-version-1 token: its token is tried as version 2, then as version 1.  Those
-epochs leave the acceptance window by themselves, and with them version 1.
+first version-2 collector writes ``V2_SINCE`` once: its start time if the
+registry already holds a metric (a version-1 deployment, whose issuer signed
+only for registered metrics), else 0 (a fresh deployment: no version-1 token
+exists).  An epoch that starts at or before ``V1_UNTIL`` = ``V2_SINCE`` +
+``LDP_TOKEN_AHEAD_HOURS`` (the last epoch a version-1 issuer could have
+signed for; written once too) is *version-1-only*: the issuer refuses its
+version-2 unit (``epoch_v1_only``) and the collector counts only version-1
+tokens in it (a version-2 token there is ``epoch_v1_only``).  Otherwise a device holding a
+version-1 token of (metric, version, epoch) could also get the epoch's
+version-2 token and report that metric twice.  Later epochs are
+version-2-only, so in every epoch one kind of token counts, each at most once
+per device and metric slot.  The cut-off is read from Redis once per process
+(``V1Cutoff``), settled before any metric is registered (``cutoff_settled``),
+and never guessed: a process that cannot read it answers no token request and
+counts no report until it can.
 
 A second request for a unit with the same blinded message is signed again
 (a lost answer can be retried); another blinded message is refused
@@ -47,16 +57,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any, Protocol
 
-import redis.exceptions
+from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from collector.store import ValidReport
+from collector.store.schema import SPEC_NAMES
 from collector.token_crypto import TokenKey, Verifier
 from ldp_core.tokens import unit_digest, unit_digest_v1
 from ldp_server.problems import Problem
@@ -64,17 +77,40 @@ from ldp_server.redis_client import RedisClient
 
 __all__ = [
     "ISSUE_LUA",
+    "V1_UNTIL",
+    "V2_SINCE",
     "DeviceAuth",
     "InstallKeyAuth",
     "TokenService",
+    "V1Cutoff",
+    "cutoff_settled",
     "load_token_key",
-    "load_v1_until",
     "subject_key",
 ]
 
 TOKEN_KEY = "ldp:{spec}:token-key"  # noqa: S105 - a key name, not a secret
 V2_SINCE = "ldp:{spec}:token-v2-since"
+V1_UNTIL = "ldp:{spec}:token-v1-until"
 INSTALL_HEADER = "ldp-install-key"
+
+# KEYS[1] V1_UNTIL, KEYS[2] V2_SINCE, KEYS[3] the registry's metric names (one hash
+# tag: one slot); ARGV[1] now, ARGV[2] the ahead window (seconds).  V2_SINCE is
+# written once: now if a metric is registered (a version-1 deployment), else 0 (no
+# version-1 token can exist); V1_UNTIL once, from the first reader's ahead window,
+# so processes with other settings still agree.  Returns V1_UNTIL ("0": none).
+SINCE_LUA = """
+local untl = redis.call('GET', KEYS[1])
+if untl then return untl end
+local since = redis.call('GET', KEYS[2])
+if not since then
+  since = redis.call('SCARD', KEYS[3]) > 0 and ARGV[1] or '0'
+  redis.call('SET', KEYS[2], since)
+end
+if tonumber(since) == 0 then untl = '0'
+else untl = string.format('%d', tonumber(since) + tonumber(ARGV[2])) end
+redis.call('SET', KEYS[1], untl)
+return untl
+"""
 
 # KEYS[1] the subject's hash; ARGV[1] EXPIREAT (the max over the request);
 # ARGV[2..] pairs: unit field, blinded digest.  Returns one char per unit:
@@ -153,51 +189,101 @@ async def load_token_key(client: RedisClient, path: str | None, *, dev: bool) ->
     return TokenKey.from_pem(pem)
 
 
-async def load_v1_until(client: RedisClient, now: float, ahead_seconds: int) -> float:
-    """The start time of the last epoch whose reports may carry a version-1 token:
-    the first version-2 collector's start (``V2_SINCE``, written once) + the
-    issuer's ahead window.  If Redis cannot be reached (a collector starts before
-    it), this start counts as the first: later, never earlier, than the truth."""
-    try:
-        await client.set(V2_SINCE, str(int(now)), nx=True)
-        since = await client.get(V2_SINCE)
-    except (redis.exceptions.RedisError, OSError):
-        since = None
-    return (int(since) if isinstance(since, bytes) else int(now)) + ahead_seconds
+class V1Cutoff:
+    """Which epochs are version-1-only: those that start at or before ``V1_UNTIL``
+    (unix seconds: ``V2_SINCE`` + the ahead window); None when no epoch is.
+
+    Read from Redis on first use and kept (``V2_SINCE`` and ``V1_UNTIL`` are each
+    written once, by a script that also decides between a version-1 deployment
+    and a fresh one), so every process and restart agrees on it, whatever its own
+    ``LDP_TOKEN_AHEAD_HOURS``.  If Redis cannot be read, ``until``
+    raises and the request fails (503 ``store_unavailable``): a guessed cut-off,
+    earlier or later than another process's, would let one epoch accept both
+    kinds of token or refuse both.  ``fixed`` is a known cut-off (tests, benchmarks).
+
+    >>> import asyncio
+    >>> asyncio.run(V1Cutoff.fixed(None).until()), asyncio.run(V1Cutoff.fixed(7.0).until())
+    (None, 7.0)
+    """
+
+    def __init__(self, client: RedisClient | None, clock: Callable[[], float],
+                 ahead_seconds: int) -> None:
+        self._client, self._clock, self._ahead = client, clock, ahead_seconds
+        self._known = client is None
+        self._until: float | None = None
+
+    @classmethod
+    def fixed(cls, until: float | None) -> V1Cutoff:
+        cutoff = cls(None, time.time, 0)
+        cutoff._until = until
+        return cutoff
+
+    async def until(self) -> float | None:
+        if not self._known:
+            assert self._client is not None
+            until = int(await self._client.eval(SINCE_LUA, 3, V1_UNTIL, V2_SINCE, SPEC_NAMES,
+                                                int(self._clock()), self._ahead))
+            self._until = until or None
+            self._known = True
+        return self._until
+
+    @staticmethod
+    def v1_only(until: float | None, period_seconds: int, epoch: int) -> bool:
+        """Whether the epoch starts at or before the cut-off ``until`` (of ``until()``)."""
+        return until is not None and epoch * period_seconds <= until
+
+
+async def cutoff_settled(request: Request) -> None:
+    """A dependency of the metric registry's routes: the cut-off is settled before a
+    metric is registered, so that a registry that is not empty when ``V2_SINCE`` is
+    first written means a version-1 deployment (a collector that started while Redis
+    was down would otherwise take its own first metrics for version-1 ones).  If
+    Redis is down the route fails by itself."""
+    service: TokenService = request.app.state.tokens
+    with suppress(RedisError, OSError):
+        await service.cutoff.until()
 
 
 @dataclass(frozen=True)
 class TokenService:
-    """The key and verifier of a collector process, and the device-auth seam.
-
-    ``v1_until``: reports of epochs that start at or before it (unix seconds)
-    may carry a version-1 token (None: none may).
-    """
+    """The key and verifier of a collector process, the device-auth seam, and the
+    version-1 cut-off (``V1Cutoff``)."""
 
     key: TokenKey
     verifier: Verifier
     auth: DeviceAuth
-    v1_until: float | None = None
+    cutoff: V1Cutoff
 
     @classmethod
     def of(cls, key: TokenKey, auth: DeviceAuth | None = None, *,
-           v1_until: float | None = None, cache_size: int = 65536) -> TokenService:
+           cutoff: V1Cutoff | None = None, cache_size: int = 65536) -> TokenService:
         return cls(key, Verifier([key.public], cache_size=cache_size),
-                   auth or InstallKeyAuth(), v1_until)
+                   auth or InstallKeyAuth(), cutoff or V1Cutoff.fixed(None))
 
-    def units(self, report: ValidReport) -> tuple[bytes, ...]:
-        """The unit digests a report's token may be signed for, in the order tried."""
+    def units(self, report: ValidReport, until: float | None) -> tuple[bytes, ...]:
+        """The unit digest a report's token must be signed for: the version-1 unit
+        in a version-1-only epoch (cut-off ``until``), else the version-2 one."""
         spec, epoch = report.spec, report.epoch
-        v2 = unit_digest(spec.epoch, epoch)
-        if self.v1_until is not None and epoch * spec.epoch_seconds <= self.v1_until:
-            return v2, unit_digest_v1(spec.name, spec.version, epoch)
-        return (v2,)
+        if self.cutoff.v1_only(until, spec.epoch_seconds, epoch):
+            return (unit_digest_v1(spec.name, spec.version, epoch),)
+        return (unit_digest(spec.epoch, epoch),)
 
     async def verify(
         self, reports: Sequence[ValidReport], positions: Sequence[int]
     ) -> tuple[list[ValidReport], list[int], list[int]]:
-        """(reports with a valid token, their positions, positions of bad tokens).
+        """(reports with a valid token, their positions, positions of refused tokens):
+        ``check`` without the codes."""
+        good, good_positions, refused = await self.check(reports, positions)
+        return good, good_positions, list(refused)
 
+    async def check(
+        self, reports: Sequence[ValidReport], positions: Sequence[int]
+    ) -> tuple[list[ValidReport], list[int], dict[int, str]]:
+        """(reports with a valid token, their positions, {position: code} of the others).
+
+        Codes: ``bad_token`` (not signed for the report's unit), ``epoch_v1_only``
+        (a version-2 token in a version-1-only epoch: the issuer refuses those
+        units, so only a token issued before this rule, or forged from one, gets it).
         The RSA checks (25-45 us each, one per distinct token and unit of the
         batch, fewer with the verifier's cache) run in a worker thread: a batch
         of 1000 never holds the event loop.  When the cache already holds every
@@ -205,26 +291,36 @@ class TokenService:
         thread hop costs more than that look-up.  A valid report's ``token`` becomes
         its nonce (hex): what the store's per-report state is keyed by.
         """
+        until = await self.cutoff.until()
         digests: dict[tuple[str, int, str, int], tuple[bytes, ...]] = {}
         items: list[tuple[object, tuple[bytes, ...]]] = []
         for r in reports:
             unit = (r.spec.epoch, r.epoch, r.spec.name, r.spec.version)
             if unit not in digests:
-                digests[unit] = self.units(r)
+                digests[unit] = self.units(r, until)
             items.append((r.token, digests[unit]))
         nonces = self.verifier.cached_all(items)
         if nonces is None:
             nonces = await run_in_threadpool(self.verifier.check_all, items)
+        late = [i for i, (r, n) in enumerate(zip(reports, nonces, strict=True))
+                if n is None and self.cutoff.v1_only(until, r.spec.epoch_seconds, r.epoch)]
+        as_v2: list[bytes | None] = []
+        if late:  # only to name the code: a forged token costs one more check here
+            as_v2 = await run_in_threadpool(self.verifier.check_all, [
+                (reports[i].token, (unit_digest(reports[i].spec.epoch, reports[i].epoch),))
+                for i in late])
+        v2_here = {i for i, nonce in zip(late, as_v2, strict=True) if nonce is not None}
         good: list[ValidReport] = []
         good_positions: list[int] = []
-        bad: list[int] = []
-        for report, position, nonce in zip(reports, positions, nonces, strict=True):
+        refused: dict[int, str] = {}
+        for i, (report, position, nonce) in enumerate(
+                zip(reports, positions, nonces, strict=True)):
             if nonce is None:
-                bad.append(position)
+                refused[position] = "epoch_v1_only" if i in v2_here else "bad_token"
             else:
                 good.append(report._replace(token=nonce.hex()))
                 good_positions.append(position)
-        return good, good_positions, bad
+        return good, good_positions, refused
 
     def sign_all(self, blinded: Sequence[bytes]) -> list[bytes]:
         """Blind signatures, in order (CPU-bound: call it in a worker thread)."""

@@ -18,7 +18,10 @@ every metric of that epoch length and epoch.  Per-unit codes: ``bad_unit``
 version-1 unit, {"metric", "version", "epoch", ...}: an SDK that asks for
 those is told so without dropping its reports, which wait for its update),
 ``epoch_expired`` (the epoch no longer accepts reports), ``epoch_in_future``
-(more than ``LDP_TOKEN_AHEAD_HOURS`` ahead), ``bad_blinded`` (not k bytes
+(more than ``LDP_TOKEN_AHEAD_HOURS`` ahead), ``epoch_v1_only`` (an epoch
+that version-1 tokens may cover: one that starts at or before the first
+version-2 start + the ahead window, ``collector.tokens.V1Cutoff``; a second
+token there would be a second report per metric), ``bad_blinded`` (not k bytes
 below the modulus), ``token_limit`` (this device already got a token for the
 unit, for another blinded message).  Batch problems: 400 invalid_json /
 invalid_request, 401 invalid_device, and those of every ingest route.
@@ -36,7 +39,7 @@ from collector.deps import IngestKey, ReaderKey, RuntimeDep, StoreDep
 from collector.ingest import inflate, read_limited
 from collector.routers.metrics import parse_json
 from collector.store import STATE_MARGIN_SECONDS
-from collector.tokens import ISSUE_LUA, TokenService, issue_args, subject_key
+from collector.tokens import ISSUE_LUA, TokenService, V1Cutoff, issue_args, subject_key
 from ldp_core.metric import EPOCH_SECONDS
 from ldp_core.tokens import TokenError, b64url, unb64url
 from ldp_server.problems import Problem, json_response
@@ -79,11 +82,12 @@ async def issue_tokens(
     now = runtime.clock()
     acceptance = settings.acceptance_hours * 3600
     ahead = settings.token_ahead_hours * 3600
+    until = await service.cutoff.until()
     results: list[dict[str, Any]] = []
     todo: list[tuple[int, str, int, bytes]] = []
     expire_at = 0
     for i, unit in enumerate(units):
-        code, item = _check_unit(unit, now, acceptance, ahead, k, public.n)
+        code, item = _check_unit(unit, now, acceptance, ahead, k, public.n, until)
         if code is not None:
             results.append({"status": "rejected", "code": code})
             continue
@@ -107,7 +111,8 @@ async def issue_tokens(
 
 
 def _check_unit(
-    unit: object, now: float, acceptance: int, ahead: int, k: int, n: int
+    unit: object, now: float, acceptance: int, ahead: int, k: int, n: int,
+    until: float | None,
 ) -> tuple[str | None, tuple[str, int, bytes, int] | None]:
     if not isinstance(unit, dict):
         return "bad_unit", None
@@ -123,6 +128,8 @@ def _check_unit(
         return "epoch_expired", None
     if epoch * seconds > now + ahead:
         return "epoch_in_future", None
+    if V1Cutoff.v1_only(until, seconds, epoch):
+        return "epoch_v1_only", None
     text = unit.get("blinded")
     try:
         blinded = unb64url(text) if type(text) is str else b""

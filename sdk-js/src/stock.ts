@@ -56,7 +56,7 @@ export type Http = (method: string, path: string, body?: string, headers?: Recor
 
 /** Per-unit refusals of the issuer that are final: the unit's waiting reports are dropped. */
 export const FINAL = new Set(["token_limit", "epoch_expired", "epoch_in_future", "bad_unit",
-  "bad_blinded", "unit_retired"]);
+  "bad_blinded", "unit_retired", "epoch_v1_only"]);
 /** Units asked in one ``POST /v1/tokens`` (the collector's default limit). */
 export const MAX_UNITS = 256;
 

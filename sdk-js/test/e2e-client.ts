@@ -18,6 +18,9 @@ const DAY = 86400;
 // Pinning: OTHER is a collector on the same Redis whose issuer signs with a key of its own.
 const OTHER = process.env.LDP_E2E_OTHER_URL!, HONEST_ID = process.env.LDP_E2E_HONEST_ID!, OTHER_ID = process.env.LDP_E2E_OTHER_ID!;
 if (!OTHER || !HONEST_ID || !OTHER_ID) throw new Error("run by tests/sdk_js/test_sdk_js.py: LDP_E2E_OTHER_URL, LDP_E2E_HONEST_ID, LDP_E2E_OTHER_ID");
+// SWITCHED replaced a version-1 collector: today's epochs take version-1 tokens only.
+const SWITCHED = process.env.LDP_E2E_SWITCHED_URL!;
+if (!SWITCHED) throw new Error("run by tests/sdk_js/test_sdk_js.py: LDP_E2E_SWITCHED_URL");
 
 interface Sent { method: string; path: string; headers: Record<string, string>; body: Uint8Array | string | undefined }
 
@@ -144,6 +147,18 @@ test("a second report of a metric in an epoch is dropped before it leaves, and i
   // The refunded report never reached the collector.
   const sent = net.log.filter((s) => s.path === "v1/reports").map((s) => JSON.parse(gunzipSync(s.body as Uint8Array).toString()));
   assert.equal(sent.reduce((n, b) => n + b.token.length, 0), 1);
+  c.close();
+});
+
+test("an epoch open when the issuer switched from version-1 tokens: its report is dropped as epoch_v1_only, epsilon refunded", async () => {
+  const now = Date.now() / 1000, epoch = Math.floor(now / DAY);
+  const c = await Client.open({ ...quick, url: SWITCHED, apiKey: KEY, clock: () => now });
+  assert.equal((await c.record("js.t.plan", "free")).status, "queued");
+  assert.equal(await c.flush(10), true);
+  assert.equal(c.counters.sent, 0);
+  assert.deepEqual(c.counters.dropped, { epoch_v1_only: 1 });
+  const unit = c.privacyReport().units.find((u) => u.metric === "js.t.plan" && u.epoch === epoch);
+  assert.ok(!unit || (unit.reports === 0 && unit.spent === 0), JSON.stringify(unit));
   c.close();
 });
 

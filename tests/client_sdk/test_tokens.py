@@ -20,6 +20,7 @@ import redis
 
 from client_sdk import Client, Response, UrllibTransport
 from client_sdk._store import Store, discard
+from collector.tokens import V1_UNTIL, V2_SINCE
 from ldp_core.tokens import unb64url
 from ldp_server.redis_server import RedisServer
 from tests.client_sdk.test_e2e import QUICK, register
@@ -111,6 +112,7 @@ def test_offline_reports_wait_for_tokens_then_go_and_the_next_epoch_is_stocked(
         net.online, clock.t = False, clock.t + DAY
         assert c.record("browser", "zebrafox-7f3a").ok
         c.flush(0)
+        assert c._pipeline is not None
         c._pipeline.tokens.ready(1)                        # offline: assigns from stock
         (row,) = spool_rows(tmp_path)
         assert row[5] != "" and row[4] == epoch + 1
@@ -147,6 +149,7 @@ def test_a_token_is_spent_once_even_when_its_answer_is_lost(
                 return answer
 
         net.inner = LoseAnswer()  # type: ignore[assignment]
+        assert c._pipeline is not None
         c._pipeline.tokens.ready(5)
         assert c._pipeline.tokens.failed
         net.inner = real
@@ -210,15 +213,34 @@ def test_a_unit_the_issuer_refuses_for_good_is_dropped_and_given_back(
         c.close(0)
 
 
-def test_a_schema_3_spool_keeps_its_version_1_tokens_and_the_rest_get_version_2(
-    collector: ServiceProcess, tmp_path: Path
+@pytest.fixture(scope="module")
+def switched(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    """A collector that has just replaced a version-1 one (metrics registered before its
+    first start, Redis database 1): today's epochs take version-1 tokens only."""
+    url = redis_server.url.rsplit("/", 1)[0] + "/1"
+    with redis.Redis.from_url(url) as r:
+        r.flushdb()
+    logs = tmp_path_factory.mktemp("switched")
+    with start_collector(url, log_dir=logs) as svc:
+        register(svc.url, specs())
+    with redis.Redis.from_url(url) as r:
+        r.delete(V2_SINCE, V1_UNTIL)   # as the version-1 deployment left it
+    with start_collector(url, log_dir=logs) as svc:
+        yield svc
+
+
+def test_a_schema_3_spool_keeps_its_version_1_tokens_and_drops_the_rest_counted(
+    switched: ServiceProcess, tmp_path: Path
 ) -> None:
     """The upgrade from per-metric tokens: a row that holds a version-1 token is sent
-    with it (the collector accepts those during the transition); a row still waiting
-    gets its epoch's version-2 token (period from the catalog), and the old stock
-    and pending requests are dropped."""
+    with it; a row still waiting would need its epoch's version-2 token, which the
+    issuer refuses in an epoch open at the switch (``epoch_v1_only``: a second token
+    of that epoch would be a second report of a metric): it is dropped, counted under
+    that code, and its epsilon given back; the old stock and requests are dropped."""
     net, clock = Switch(), Clock()
-    first = Client(collector.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+    first = Client(switched.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
                    transport=net, delivery=QUICK, background=False, clock=clock)
     assert first.record("browser", "zebrafox-7f3a").ok
     assert first.record("dark_mode", True).ok
@@ -241,16 +263,18 @@ def test_a_schema_3_spool_keeps_its_version_1_tokens_and_the_rest_get_version_2(
     conn.commit()
     conn.close()
     net.online = True
-    c = Client(collector.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
+    c = Client(switched.url, api_key=INGEST_KEY, state_dir=tmp_path, metrics=specs(),
                transport=net, delivery=QUICK, background=False, clock=clock)
     try:
         assert c.flush(10), c.counters()
-        assert c.counters().sent == 2 and c.counters().duplicates == 0, c.counters()
-        assert c.counters().dropped == {}
+        assert c.counters().sent == 1 and c.counters().duplicates == 0, c.counters()
+        assert c.counters().dropped == {"epoch_v1_only": 1}
+        assert spool_rows(tmp_path) == [] and stock(tmp_path) == []
         asked = [json.loads(b or b"{}")["units"] for _, p, b in net.log if p == "v1/tokens"]
         assert [(u["period"], u["epoch"]) for u in asked[0]] == [("day", epoch),
                                                                  ("day", epoch + 1)]
-        assert stock(tmp_path) == [("day", epoch), ("day", epoch + 1)]
+        spent = {u.metric: u.spent for u in c.privacy_report().units}
+        assert spent["dark_mode"] == 0.0 and spent["browser"] > 0, spent
     finally:
         c.close(0)
 

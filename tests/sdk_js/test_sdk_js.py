@@ -46,6 +46,7 @@ import numpy as np
 import pytest
 
 from collector.token_crypto import TokenKey
+from collector.tokens import V1_UNTIL, V2_SINCE
 from ldp_core.metric import MetricSpec
 from ldp_server.redis_server import RedisServer
 from tests.support.servers import (
@@ -141,6 +142,12 @@ def test_node_test_runner_passes(built: Path) -> None:
     assert "# fail 0" in summary and any(s.startswith("# pass ") for s in summary)
 
 
+def register(url: str, specs: list[dict[str, Any]]) -> None:
+    for spec in specs:
+        answer = httpx.post(f"{url}/v1/metrics", json=spec, headers=auth(ADMIN_KEY), timeout=10)
+        assert answer.status_code in (200, 201), answer.text
+
+
 @needs_node
 def test_client_against_the_real_collector(
     built: Path, redis_server: RedisServer, tmp_path: Path
@@ -151,33 +158,41 @@ def test_client_against_the_real_collector(
     with the same blinded messages, a second report of a metric in an epoch is
     dropped with its epsilon refunded, a
     wrong key keeps reports, opt-out/opt-in keep the ledger, strict, the environment,
-    a report spooled with an old HMAC token waits for a blind-signed one, and only
-    pinned issuer keys are used (``other`` serves a key of its own)."""
+    a report spooled with an old HMAC token waits for a blind-signed one, only
+    pinned issuer keys are used (``other`` serves a key of its own), and a report of
+    an epoch open when the issuer switched from version-1 tokens is dropped as
+    ``epoch_v1_only`` with its epsilon refunded (``switched``)."""
     import redis
 
     with redis.Redis(port=redis_server.port) as client:
         client.flushall()
+    # ``switched`` (Redis database 1) replaced a version-1 collector: metrics registered
+    # before its first start, so today's epochs take version-1 tokens only.
+    switched_redis = redis_server.url.rsplit("/", 1)[0] + "/1"
+    with start_collector(switched_redis, log_dir=tmp_path / "v1") as v1:
+        register(v1.url, CLIENT_SPECS)
+    with redis.Redis.from_url(switched_redis) as client:
+        client.delete(V2_SINCE, V1_UNTIL)
     other = TokenKey.generate(bits=1024)
     (tmp_path / "other.pem").write_bytes(other.to_pem())
+    other_key = {"LDP_TOKEN_KEY_FILE": str(tmp_path / "other.pem")}
     with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector, \
             start_collector(redis_server.url, log_dir=tmp_path / "other",
-                            extra_env={"LDP_TOKEN_KEY_FILE": str(tmp_path / "other.pem")}) as rogue:
-        for spec in CLIENT_SPECS:
-            answer = httpx.post(f"{collector.url}/v1/metrics", json=spec,
-                                headers=auth(ADMIN_KEY), timeout=10)
-            assert answer.status_code in (200, 201), answer.text
+                            extra_env=other_key) as rogue, \
+            start_collector(switched_redis, log_dir=tmp_path / "switched") as switched:
+        register(collector.url, CLIENT_SPECS)
         (tmp_path / "state").mkdir()
         env = {**os.environ, "LDP_E2E_URL": collector.url, "LDP_E2E_KEY": INGEST_KEY,
                "LDP_E2E_STATE": str(tmp_path / "state"), "LDP_E2E_OTHER_URL": rogue.url,
                "LDP_E2E_HONEST_ID": issuer_key().public.key_id.hex(),
-               "LDP_E2E_OTHER_ID": other.public.key_id.hex()}
+               "LDP_E2E_OTHER_ID": other.public.key_id.hex(), "LDP_E2E_SWITCHED_URL": switched.url}
         env.pop("LDP_ISSUER_KEYS", None)
         done = subprocess.run(["node", "--test", "dist/test/e2e-client.js"], cwd=SDK, env=env,
                               capture_output=True, text=True, timeout=300)
     summary = [line for line in done.stdout.splitlines() if line.startswith("# ")]
     print("\n".join(summary))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert "# fail 0" in summary and "# pass 12" in summary, summary
+    assert "# fail 0" in summary and "# pass 13" in summary, summary
 
 
 class _PageHandler(SimpleHTTPRequestHandler):
