@@ -1,10 +1,12 @@
 """Linkability of memoised reports: can an observer tell two epochs' reports of one device?
 
 For every registered two-level mechanism, N devices (fresh secrets, values
-uniform over the domain) each send one memoised report in each of two epochs.
+uniform over the domain; for strings, random a-z strings of 1 to 6 letters)
+each send one memoised report in each of two epochs.
 An observer who sees both epochs' reports, but no identifier, scores pairs with
 the best simple rule for the mechanism's report shape (equal report for one
-output; the number of shared set bits for the unary encodings; for OLH, whose
+output; the number of shared set bits for the unary encodings; for memoised
+strings, the same (level, seed) cohort then the same bucket; for OLH, whose
 reports carry a fresh seed, the exact likelihood ratio of "one permanent u
 behind both reports" against "two independent devices", which is the most
 powerful test of a pair when values are uniform), thresholded at the value
@@ -67,6 +69,8 @@ def score_for(m: Any) -> Score:
         return lambda a, b: float(len(set(a) & set(b)))
     if m.name == "olh":
         return olh_likelihood_ratio(m)
+    if m.kind == "string":  # (level, seed) is the device's cohort; the bucket breaks ties
+        return lambda a, b: 2.0 * (a // m.g == b // m.g) + (a % m.g == b % m.g)
     return lambda a, b: float(a == b)
 
 
@@ -75,8 +79,12 @@ def reports(m: Any, devices: int, seed: int) -> tuple[list[Any], list[Any]]:
     first, second = [], []
     for _ in range(devices):
         secret = rng.randbytes(32)
-        value = rng.random() if m.kind == "mean" else rng.randrange(m.domain_size)
-        value = m.check_value(value * (m.hi - m.lo) + m.lo if m.kind == "mean" else value)
+        if m.kind == "string":  # a random a-z string of 1 to 6 letters
+            letters = "abcdefghijklmnopqrstuvwxyz"
+            value = m.check_value("".join(rng.choices(letters, k=rng.randint(1, 6))))
+        else:
+            value = rng.random() if m.kind == "mean" else rng.randrange(m.domain_size)
+            value = m.check_value(value * (m.hi - m.lo) + m.lo if m.kind == "mean" else value)
         first.append(m.randomize_memoised(value, secret, "link|ctx", rng))
         second.append(m.randomize_memoised(value, secret, "link|ctx", rng))
     return first, second
@@ -112,7 +120,8 @@ def reidentification(score: Score, first: list[Any], second: list[Any]) -> float
 
 
 RULES = {"sue": "shared set bits >= t", "oue": "shared set bits >= t",
-         "olh": "likelihood ratio of one u >= t"}
+         "olh": "likelihood ratio of one u >= t",
+         "prefix_olh": "same (level, seed), then same bucket"}
 
 
 def table(devices: int, domain: int, reid_devices: int, only: str | None = None) -> str:

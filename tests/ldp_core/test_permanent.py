@@ -71,6 +71,10 @@ GOLDEN: dict[str, list[Any]] = {
     # alpha-point rounding (the device offset) then the cell of the grid point.
     "piecewise": [36, 214, 334, 39, 452, 405, 6, 422, 376, 319, 75, 257, 35, 193, 425, 272,
                   424, 392],
+    # Memoised strings (a-z, 6 symbols; the values are the codes of "", "g", "s"):
+    # (level S + seed) g + B', a prefix_olh report at eps_inf (level, seed, then the GRR).
+    "prefix_olh": [67154, 129980, 153185, 127194, 110268, 169131, 173629, 172188, 176951,
+                   85208, 70874, 123827, 14891, 160929, 159325, 153171, 150516, 76763],
 }
 
 
@@ -111,7 +115,10 @@ def test_permanent_work_does_not_depend_on_the_value(
     assert isinstance(m, Memoisable)
     work = set()
     for v in range(50):
-        value = m.check_value(v / 49 if m.kind == "mean" else v % m.domain_size)
+        if m.kind == "string":  # 1 to 6 letters
+            value = m.check_value("abcdefghijklmnopqrstuvwxyz"[v % 26] * (1 + v % 6))
+        else:
+            value = m.check_value(v / 49 if m.kind == "mean" else v % m.domain_size)
         for s in range(4):
             calls.clear()
             m.permanent_response(value, bytes([s]) * 32, CONTEXT)

@@ -163,3 +163,46 @@ def test_repeated_reports_of_one_device_do_not_average_to_its_value() -> None:
     q2 = (1 - m.keep / WORD) / (m.g - 1)
     assert hits / n <= q2 + 6 * math.sqrt(q2 * (1 - q2) / n)
     assert float(m.channel[0]) > 0.2 > hits / n
+
+
+def test_window_intervals_count_the_correlation_of_one_devices_reports() -> None:
+    """20,000 devices report the same string in each of T = 10 epochs (eps = 2,
+    eps_inf = 4); the window's tallies are discovered with ``epochs=T``.
+
+    Over 30 windows x 3 heavy strings (20%, 10%, 5%, each far above the cut: no
+    selection), sum z^2 with z = (estimate - share)/stderr is ~ chi-square(90) when
+    the variance is right (exact here: every device reports in every epoch); the
+    bound 90 + 6 sqrt(180) = 170 is exceeded with probability < 1e-6 (the z of one
+    window are nearly independent).  Treating the reports as independent
+    (``epochs=1``) gives the same numerators over stderrs sqrt(1.95) times smaller
+    here (the level cluster and the shared permanent bucket), so its sum is ~1.95
+    times this one (~176: it would fail the bound about half the time); the ratio
+    of the two sums is the stderrs' ratio squared, nearly free of noise: > 1.5.
+    """
+    m = memo(2.0, 4.0)
+    heavy = {"hello": 0.2, "world": 0.1, "ab": 0.05}
+    devices, epochs = 20_000, 10
+    rng = np.random.default_rng(1)
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    tail: list[str] = []
+    while len(tail) < 2000:
+        text = "".join(rng.choice(letters, size=int(rng.integers(3, 7))))
+        if text not in heavy:
+            tail.append(text)
+    values = [k for k, f in heavy.items() for _ in range(int(f * devices))]
+    values += [tail[i % len(tail)] for i in range(devices - len(values))]
+    codes = np.array([m.check_value(v) for v in values], dtype=np.int64)
+    right, naive = 0.0, 0.0
+    for window in range(30):
+        tallies = m.simulate_window(codes, epochs, np.random.default_rng(100 + window))
+        assert int(tallies.sum()) == devices * epochs
+        for assumed in (epochs, 1):
+            rows = {f.value: f for f in m.discover(tallies, epochs=assumed).found}
+            for text, share in heavy.items():
+                z2 = ((rows[text].estimate - share) / rows[text].stderr) ** 2
+                if assumed == epochs:
+                    right += z2
+                else:
+                    naive += z2
+    assert right <= 90 + 6 * math.sqrt(180)
+    assert naive > 1.5 * right
