@@ -20,9 +20,10 @@
  * and its records answer ``form_not_loaded``.
  *
  * @example
- *   import { registerForms, prefixOlh } from "@ldp-telemetry/sdk/forms";
- *   registerForms(prefixOlh);          // or registerAllForms()
+ *   import { registerForms, prefixOlh, prefixOlhMemo } from "@ldp-telemetry/sdk/forms";
+ *   registerForms(prefixOlh, prefixOlhMemo);   // or registerAllForms()
  *   await client.record("search.query", "Zürich");
+ *   await client.record("search.memo", "Zürich");   // a longitudinal spec: memoised, eps_inf once per string
  */
 import { alphabet, symbols } from "./alphabet.js";
 import { shake256 } from "./keccak.js";
