@@ -8,7 +8,9 @@ byte: resolved params (thresholds, p*, q*, epsilons), fingerprints and memo
 contexts, one-level reports for fixed HMAC_DRBG randomness (every family,
 including OLH hashes, Hadamard outputs and the grid Piecewise / Hybrid cells),
 permanent responses for fixed secrets and contexts (the memoised Piecewise
-mean's alpha-point grid point and its device offsets), instantaneous draws, the
+mean's alpha-point grid point and its device offsets, the memoised strings'
+(level, seed, bucket) and their memo keys, the codes of the normalised strings),
+instantaneous draws, the
 exact P[cell | value] of the numeric grid forms, HMAC_DRBG outputs (NIST CAVP),
 device tokens, ledger value keys, Python float formatting, batch JSON bytes, and
 blind RSA tokens (RFC 9474 A.3 as published, tokens of our units for fixed
@@ -106,6 +108,16 @@ def form_specs(cats: dict[int, list[str]]) -> list[dict[str, Any]]:
             out.append({"name": f"s.{i}.{length}.{int(fold)}.{eps}", "kind": "string",
                         "epsilon": eps, "mechanism": "prefix_olh", "alphabet": alphabet,
                         "max_length": length, "casefold": fold})
+    # Memoised strings (prefix_memo): every alphabet, and at eps 1 (g = 29: under the
+    # counter cap) a-z up to 11 symbols, the longest whose B**L (the params' domain_size)
+    # JSON.parse holds exactly: 27**11 < 2**53 < 27**12.
+    for eps, inf in ((1.0, 3.0), (4.0, 6.0)):
+        longest = (("a-z", 11, True),) if eps == 1.0 else ()
+        for i, (alphabet, length, fold) in enumerate((*ALPHABETS, *longest)):
+            out.append({"name": f"s.l.{i}.{length}.{int(fold)}.{eps}", "kind": "string",
+                        "epsilon": eps, "mechanism": "prefix_olh", "alphabet": alphabet,
+                        "max_length": length, "casefold": fold,
+                        "longitudinal": {"epsilon_inf": inf}})
     return out
 
 
@@ -276,6 +288,11 @@ def main() -> None:
         "unsafe_specs": [MetricSpec.from_json(
             {"name": "n.piecewise.wide", "kind": "numeric", "lo": 0, "hi": 1, "epsilon": 8.0,
              "mechanism": "piecewise", "longitudinal": {"epsilon_inf": 20.0}}).to_json()],
+        # A memoised string metric whose domain_size 27**12 passes 2**53: JSON.parse rounds
+        # it, so the fingerprint (the memo context) would not be Python's: JS refuses.
+        "unsafe_string_specs": [MetricSpec.from_json(
+            {"name": "s.l.wide", "kind": "string", "epsilon": 1.0, "mechanism": "prefix_olh",
+             "alphabet": "a-z", "max_length": 12, "longitudinal": {"epsilon_inf": 3.0}}).to_json()],
         "drbg": drbg_cases(),
         "float_repr": [[x, repr(x), x.hex()] for x in floats],
         "tokens": tokens,

@@ -299,7 +299,7 @@ export class Client {
     }
     if (inp.clamped) this.counters.clamped++;
     const m = k.m, s = k.spec;
-    const two = isTwoLevel(m);  // two levels: a number (no two-level string form here)
+    const two = isTwoLevel(m);  // two levels: a number, or a string's symbols (forms.ts)
     const memo = two ? m.memoKey(inp.x as number, this.#secret, k.context) : null;
     const ask: Ask = {
       metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,

@@ -5,6 +5,10 @@
  * - ``prefixOlh``: string metrics (``ldp_core.mechanisms.prefix``): the level
  *   drawn with the spec's integer ``shares``, a public seed, the OLH bucket of
  *   the prefix under a seed vector drawn from SHAKE-256, then GRR over ``g``.
+ * - ``prefixOlhMemo``: memoised (two-level) string metrics, a spec with
+ *   ``longitudinal`` (``ldp_core.mechanisms.prefix_memo``): that report at
+ *   eps_inf memoised per device and normalised string, then a fresh GRR of its
+ *   bucket per report.
  * - ``cms`` / ``hcms``: Apple's count-mean sketches over the projective family
  *   (``ldp_core.mechanisms.sketch``).
  *
@@ -16,17 +20,18 @@
  * and its records answer ``form_not_loaded``.
  *
  * @example
- *   import { registerForms, prefixOlh } from "@ldp-telemetry/sdk/forms";
- *   registerForms(prefixOlh);          // or registerAllForms()
+ *   import { registerForms, prefixOlh, prefixOlhMemo } from "@ldp-telemetry/sdk/forms";
+ *   registerForms(prefixOlh, prefixOlhMemo);   // or registerAllForms()
  *   await client.record("search.query", "Zürich");
+ *   await client.record("search.memo", "Zürich");   // a longitudinal spec: memoised, eps_inf once per string
  */
 import { alphabet, symbols } from "./alphabet.js";
 import { shake256 } from "./keccak.js";
-import { base64url, grrStep, int, intEncode, olhHash, olhLength, registerForm, type Family, type Form } from "./mechanisms.js";
+import { base64url, grrStep, int, intEncode, olhHash, olhLength, permanentSeed, registerForm, type Family, type Form } from "./mechanisms.js";
 
 /** A form and the mechanism name it builds. */
 export type NamedForm = readonly [string, Form];
-import { bitLength, type Rng } from "./rng.js";
+import { bitLength, DrbgRng, type Rng } from "./rng.js";
 import { utf8 } from "./sha256.js";
 
 const WORD = 2 ** 32;
@@ -59,12 +64,11 @@ export function seedVector(level: number, seed: number, length: number, g: numbe
   }
 }
 
-/** Strings nobody listed (Python ``PrefixOLH._perturb``, draw for draw). */
-export const prefixOlh: NamedForm = ["prefix_olh", (p) => {
-  const name = "prefix_olh";
+/** The prefix family of a spec with bucket threshold ``keep`` (``PrefixOLH._perturb``, draw for draw). */
+function prefixFamily(p: Record<string, unknown>, keep: number, name: string) {
   const a = alphabet(p.alphabet, p.max_length, p.casefold);
   const cuts = p.cuts as number[], shares = p.shares as number[];
-  const g = int(p, "g", name), seeds = int(p, "seeds", name), keep = keepOf(p, name);
+  const g = int(p, "g", name), seeds = int(p, "seeds", name);
   if (!Array.isArray(cuts) || !Array.isArray(shares) || !cuts.length || shares.length !== cuts.length
     || cuts.some((c, i) => !Number.isInteger(c) || c < 1 || c > a.maxLength || (i > 0 && c <= cuts[i - 1]))
     || shares.some((w) => !Number.isSafeInteger(w) || w < 1)) {
@@ -86,7 +90,37 @@ export const prefixOlh: NamedForm = ["prefix_olh", (p) => {
     },
     encode: intEncode,
   };
-  return family;
+  return { family, g, base: a.base };
+}
+
+/** Strings nobody listed (Python ``PrefixOLH._perturb``, draw for draw). */
+export const prefixOlh: NamedForm = ["prefix_olh", (p) => prefixFamily(p, keepOf(p, "prefix_olh"), "prefix_olh").family];
+
+/**
+ * Memoised strings (Python ``LongitudinalPrefixOLH``): the permanent response
+ * (level, seed, B') is one ``prefixOlh`` report at eps_inf (``permanent_keep``)
+ * drawn from the HMAC_DRBG of (secret, context, code), the code of the
+ * normalised string (sum sym_i B^i: "Hello" and "hello" share it); each report
+ * keeps (level, seed) and sends B' through a fresh GRR over g
+ * (``instantaneous_threshold``, applied by the core).  The memo key, the
+ * lifetime ledger's, is that code (only ever inside HMACs).  A spec whose
+ * ``domain_size`` (B**L) passes 2**53 is refused: JSON.parse rounds it, so the
+ * fingerprint, hence the memo context, would not be Python's.
+ */
+export const prefixOlhMemo: NamedForm = ["permanent_prefix_olh", (p) => {
+  const name = "prefix_olh";
+  int(p, "domain_size", name);
+  const { family, g, base } = prefixFamily(p, int(p, "permanent_keep", name), name);
+  const code = (syms: Uint16Array): number => syms.reduceRight((c, s) => c * base + s, 0);
+  return {
+    ...family,
+    memoKey: (syms) => ({ key: code(syms), numeric: false }),
+    permanent: (syms, secret, context) => family.perturb(syms, new DrbgRng(permanentSeed(secret, context, code(syms), false))),
+    instant: (perm, keep, rng) => {
+      const bucket = (perm as number) % g;
+      return (perm as number) - bucket + grrStep(bucket, keep, g, rng);
+    },
+  } satisfies Family<Uint16Array>;
 }];
 
 /** The projective family of the sketches: (seeds, buckets m, h_seed). */
@@ -130,7 +164,7 @@ export function registerForms(...forms: NamedForm[]): void {
   for (const [name, form] of forms) registerForm(name, form);
 }
 
-/** Register every form of this module (``registerForms(prefixOlh, cms, hcms)``). */
+/** Register every form of this module (``registerForms(prefixOlh, prefixOlhMemo, cms, hcms)``). */
 export function registerAllForms(): void {
-  registerForms(prefixOlh, cms, hcms);
+  registerForms(prefixOlh, prefixOlhMemo, cms, hcms);
 }

@@ -6,8 +6,9 @@
  * / ``_instant`` of the same family, draw for draw: fed the same HMAC_DRBG both
  * produce the same report (checked by the shared vectors).  The forms that need
  * code of their own (``prefix_olh``, ``cms``, ``hcms``) are registered from
- * ``forms.ts`` (``@ldp-telemetry/sdk/forms``); without it their specs throw
- * ``FormNotLoaded``, which the Client turns into one log line and a status.
+ * ``forms.ts`` (``@ldp-telemetry/sdk/forms``; a two-level form under
+ * "permanent_<name>"); without it their specs throw ``FormNotLoaded``, which
+ * the Client turns into one log line and a status.
  *
  * @example
  *   const m = buildMechanism(spec);        // spec: one entry of GET /v1/metrics
@@ -135,8 +136,8 @@ export interface Family<V = number> {
   /** ``_instant`` of the two-level form with instantaneous threshold ``keep`` (if it has one). */
   instant?(permanent: Report, keep: number, rng: Rng): Report;
   /** A permanent level that is not ``perturb`` fed the DRBG of the value (and its key). */
-  permanent?: TwoLevelMechanism["permanent"];
-  memoKey?: TwoLevelMechanism["memoKey"];
+  permanent?(value: V, secret: Uint8Array, context: string): Report;
+  memoKey?(value: V, secret: Uint8Array, context: string): { key: number; numeric: boolean };
 }
 
 export function intEncode(report: Report): string {
@@ -312,9 +313,10 @@ function family(name: string, p: Record<string, unknown>, pre: string, d: number
       return { perturb: (x, rng) => piecewise(g, x, lo, hi, rng), encode: intEncode };
     }
     default: {
-      const form = FORMS.get(name);
-      if (form) return pre ? {} as Family : form(p, d, lo, hi);  // no two-level form: refused below
-      throw name in OPTIONAL ? new FormNotLoaded(name) : new Error(`unknown mechanism ${JSON.stringify(name)}`);
+      // A form of ``forms.ts``; its two-level form is registered as "permanent_<name>".
+      const key = pre + name, form = FORMS.get(key);
+      if (form) return form(p, d, lo, hi);
+      throw key in OPTIONAL ? new FormNotLoaded(key) : new Error(`unknown mechanism ${JSON.stringify(key)}`);
     }
   }
 }
@@ -325,7 +327,7 @@ export type Form = (p: Record<string, unknown>, d: number, lo: number, hi: numbe
 
 const FORMS = new Map<string, Form>();
 /** The forms ``@ldp-telemetry/sdk/forms`` adds, by mechanism name -> its export. */
-const OPTIONAL: Record<string, string> = { prefix_olh: "prefixOlh", cms: "cms", hcms: "hcms" };
+const OPTIONAL: Record<string, string> = { prefix_olh: "prefixOlh", permanent_prefix_olh: "prefixOlhMemo", cms: "cms", hcms: "hcms" };
 
 /** A spec needs a form this build has not registered; the message names the import that adds it. */
 export class FormNotLoaded extends Error {
@@ -396,7 +398,7 @@ export function buildMechanism(spec: Spec): Mechanism | TwoLevelMechanism {
     const keep = int(p, "instantaneous_threshold", name);
     return {
       name, levels: 2, epsilon, numeric, epsilonInf: num(p, "epsilon_inf", name),
-      perturb: fam.perturb, encode: fam.encode,
+      perturb: fam.perturb, encode: fam.encode, input: fam.input,
       memoKey: fam.memoKey ?? ((v) => ({ key: v, numeric })),
       permanent: fam.permanent ?? ((v, secret, context) => fam.perturb(v, new DrbgRng(permanentSeed(secret, context, v, numeric)))),
       instant: (perm, rng) => fam.instant!(perm, keep, rng),

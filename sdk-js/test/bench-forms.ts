@@ -1,7 +1,8 @@
 // Benchmark (not a test): `node dist/test/bench-forms.js` prints the median and p90
 // cost of Client.record in Node (memory store) for the forms of this change beside
 // grr d = 4 in the same run: Square Wave (core), CMS and HCMS (d = 37), prefix_olh
-// (a-z, 6 symbols, eps 4; its seed vectors are SHAKE-256 draws, cached per seed).
+// (a-z, 6 symbols, eps 4; its seed vectors are SHAKE-256 draws, cached per seed) and
+// its memoised form (eps_1 4, eps_inf 6: the permanent response's HMAC_DRBG per record).
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Client, MemoryStore, type Spec } from "../src/node.js";
@@ -18,6 +19,7 @@ const PLAN: [string, string, (i: number) => unknown][] = [
   ["cms d=37", "c.cms.37.1.0", (i) => `c${i % 37}`],
   ["hcms d=37", "c.hcms.37.1.0", (i) => `c${i % 37}`],
   ["prefix_olh a-z/6", "s.0.6.1.4.0", (i) => WORDS[i % WORDS.length]],
+  ["prefix_olh/2 a-z/6", "s.l.0.6.1.4.0", (i) => WORDS[i % WORDS.length]],
 ];
 const n = 20000, out: Record<string, unknown> = {};
 for (const [label, name, value] of PLAN) {

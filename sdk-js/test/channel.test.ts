@@ -1,4 +1,4 @@
-// Conformance 2: >= 10^6 reports per mechanism form (all 22 one- and two-level
+// Conformance 2: >= 10^6 reports per mechanism form (all 23 one- and two-level
 // forms), drawn with the platform CSPRNG, against the DECLARED channel (p*, q*
 // of the Python-resolved params) by Pearson's chi-square.  The numeric grid
 // forms (Piecewise, memoised Piecewise, Hybrid, Square Wave) are checked against
@@ -6,14 +6,17 @@
 // "channels"): M + 1 or so cells, each with >= 500 expected reports, so the
 // chi-square approximation holds.
 //
-// False-positive rate: each of the 23 tests fails when its p-value < 1e-6 / 23,
+// False-positive rate: each of the 26 tests fails when its p-value < 1e-6 / 26,
 // so a correct SDK fails this file with probability <= 1e-6 (Bonferroni).
 // Unary encodings: the d bits of a report are independent given the value, so
 // the d per-bit counts are independent binomials and
 // sum_i (c_i - N p_i)^2 / (N p_i (1 - p_i)) is chi-square with d df.
 // Two-level forms: the permanent level is drawn with the SAME family code, fed
 // the CSPRNG instead of the per-device HMAC_DRBG (a fresh device per report);
-// the DRBG path itself is proven bit-exact by the shared vectors.
+// the DRBG path itself is proven bit-exact by the shared vectors.  Memoised
+// strings (prefix_olh/2) also through that path: 20,000 fresh secrets (the
+// permanent level's (level, diff) table), and one device's 10^6 instantaneous
+// draws (its (level, seed) fixed, its bucket a GRR of B' over g).
 // CMS: given the seeds, the m bits of every report are independent, so the m
 // per-bit counts are independent (sums of Bernoullis with variance p(1-p) each)
 // and sum_b (c_b - mu_b)^2 / (N p (1-p)) is chi-square with m df, independent of
@@ -29,13 +32,15 @@ import { fileURLToPath } from "node:url";
 import { buildMechanism, isTwoLevel, olhHash, olhLength, type Mechanism, type Report, type Spec, type Value } from "../src/mechanisms.js";
 import { SystemRng } from "../src/rng.js";
 import { registerAllForms, seedVector } from "../src/forms.js";
+import { memoContext } from "../src/context.js";
 import { chi2Stat, chi2Tail } from "./chi2.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
 const N = 1_000_000;
-const FORMS = 23;  // tests in this file (22 forms; Square Wave at two (eps, value))
+const FORMS = 26;  // tests in this file (23 forms; Square Wave at two (eps, value); prefix_olh/2
+                   // also through its HMAC_DRBG and one device's instantaneous draws)
 const ALPHA = 1e-6 / FORMS;
 const rng = new SystemRng();
 registerAllForms();
@@ -174,18 +179,22 @@ for (const { name, value, probs } of V.channels as { name: string; value: number
   });
 }
 
-test("channel of prefix_olh (eps 4, \"hello\", a-z, 3 levels)", () => {
-  const spec = SPECS.get("s.0.6.1.4.0")!;
+/**
+ * The (level, y - h(x) mod g) table of ``n`` prefix reports of "hello" (and, with
+ * ``seeds``, the seeds' counts) against P[level] P[diff] (P[diff = 0] = ``keep``) and
+ * uniform seeds: the Pearson statistic and its df.
+ */
+function prefixStat(spec: Spec, n: number, keep: number, seeds: boolean, report: (x: Uint16Array) => number): [number, number] {
   const m = buildMechanism(spec);
   const p = spec.params as Record<string, number> & { cuts: number[]; shares: number[] };
-  const g = p.g, seeds = p.seeds, levels = p.cuts.length, keep = p.p_star;
+  const g = p.g, S = p.seeds, levels = p.cuts.length;
   const total = p.shares.reduce((a, b) => a + b, 0);
   const x = m.input!("hello") as Uint16Array;
   const h = (level: number, seed: number) => seedVector(level, seed, p.cuts[level], g).reduce((acc, a, i) => (acc + a * x[i]) % g, 0);
   const hashes = new Map<number, number>();
-  const table = new Float64Array(levels * g), seen = new Float64Array(seeds);
-  for (let n = 0; n < N; n++) {
-    const r = draw(m, x) as number, y = r % g, key = (r - y) / g, level = Math.floor(key / seeds), seed = key % seeds;
+  const table = new Float64Array(levels * g), seen = new Float64Array(S);
+  for (let k = 0; k < n; k++) {
+    const r = report(x), y = r % g, key = (r - y) / g, level = Math.floor(key / S), seed = key % S;
     let hk = hashes.get(key);
     if (hk === undefined) hashes.set(key, hk = h(level, seed));
     table[level * g + ((y - hk + g) % g)]++;
@@ -195,6 +204,54 @@ test("channel of prefix_olh (eps 4, \"hello\", a-z, 3 levels)", () => {
   for (let l = 0; l < levels; l++) for (let diff = 0; diff < g; diff++) {
     probs.push((p.shares[l] / total) * (diff === 0 ? keep : (1 - keep) / (g - 1)));
   }
-  const stat = chi2Stat(table, probs, N) + chi2Stat(seen, new Array(seeds).fill(1 / seeds), N);
-  check("prefix_olh/1", stat, levels * g - 1 + seeds - 1);
+  const stat = chi2Stat(table, probs, n);
+  return seeds ? [stat + chi2Stat(seen, new Array(S).fill(1 / S), n), levels * g - 1 + S - 1] : [stat, levels * g - 1];
+}
+
+test("channel of prefix_olh (eps 4, \"hello\", a-z, 3 levels)", () => {
+  const spec = SPECS.get("s.0.6.1.4.0")!, m = buildMechanism(spec);
+  const [stat, df] = prefixStat(spec, N, spec.params.p_star as number, true, (x) => draw(m, x) as number);
+  check("prefix_olh/1", stat, df);
+});
+
+test("channel of prefix_olh/2 (eps_1 4, eps_inf 6, \"hello\"): p* composed of the two GRRs", () => {
+  // A fresh device per report: P[y = h(x)] = p* = p1 p2 + (1 - p1) q2 (params.p_star).
+  const spec = SPECS.get("s.l.0.6.1.4.0")!, m = buildMechanism(spec);
+  assert.ok(isTwoLevel(m) && m.name === "prefix_olh");
+  const [stat, df] = prefixStat(spec, N, spec.params.p_star as number, true, (x) => draw(m, x) as number);
+  check("prefix_olh/2", stat, df);
+});
+
+test("prefix_olh/2: permanent responses through the device's HMAC_DRBG, a fresh secret each", () => {
+  // The memoised path itself (20,000 fresh 32-byte secrets, 0.4 ms each): one prefix_olh
+  // report at eps_inf, P[B' = h(x)] = p1 = permanent_keep / 2^32 (eps 1, g 29: >= 60
+  // reports expected per cell).
+  const spec = SPECS.get("s.l.0.6.1.1.0")!, m = buildMechanism(spec), context = memoContext(spec);
+  assert.ok(isTwoLevel(m));
+  const n = 20_000, p1 = (spec.params.permanent_keep as number) / 2 ** 32;
+  const [stat, df] = prefixStat(spec, n, p1, false, (x) => m.permanent(x as unknown as number, rng.bytes(32), context) as number);
+  const p = chi2Tail(stat, df);
+  console.log(`# chi2 prefix_olh/2 permanent: N=${n} stat=${stat.toFixed(2)} df=${df} p=${p.toExponential(3)}`);
+  assert.ok(p > ALPHA, `chi2=${stat} df=${df} p=${p} < ${ALPHA}`);
+});
+
+test("prefix_olh/2: one device's reports keep (level, seed) and move B' by the instantaneous GRR", () => {
+  // The Client's path for one secret and value: instant(permanent(x)) per report.  Every
+  // report has the permanent (level, seed); its bucket is B' w.p. p2 =
+  // instantaneous_threshold / 2^32, each other bucket w.p. (1 - p2)/(g - 1).
+  const spec = SPECS.get("s.l.0.6.1.4.0")!, m = buildMechanism(spec), context = memoContext(spec);
+  assert.ok(isTwoLevel(m));
+  const g = spec.params.g as number, p2 = (spec.params.instantaneous_threshold as number) / 2 ** 32;
+  const x = m.input!("hello") as unknown as number, secret = rng.bytes(32);
+  const perm = m.permanent(x, secret, context) as number, bucket = perm % g;
+  // The Client redraws the permanent response per record (0.4 ms): the first 1,000 here.
+  for (let n = 0; n < 1000; n++) assert.equal(m.permanent(x, secret, context), perm);
+  const counts = new Float64Array(g);
+  for (let n = 0; n < N; n++) {
+    const r = m.instant(perm, rng) as number;
+    assert.equal(r - (r % g), perm - bucket);
+    counts[(r % g - bucket + g) % g]++;
+  }
+  const probs = Array.from({ length: g }, (_, i) => (i === 0 ? p2 : (1 - p2) / (g - 1)));
+  check("prefix_olh/2 instant", chi2Stat(counts, probs, N), g - 1);
 });

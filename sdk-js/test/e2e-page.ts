@@ -2,7 +2,7 @@
 // first device is an IndexedDB-backed Client with page-hide delivery, the
 // others in-memory Clients; before them, a version-1 IndexedDB database is upgraded
 // (legacy()); the result is POSTed back to the page's origin.
-import { buildMechanism, Client, DrbgRng, IndexedDbStore, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
+import { buildMechanism, Client, DrbgRng, IndexedDbStore, isTwoLevel, MemoryStore, openBrowserClient, type Spec } from "../src/browser.js";
 import { registerAllForms } from "../src/forms.js";
 import { alphabet, normalise } from "../src/alphabet.js";
 import { fromHex } from "../src/sha256.js";
@@ -31,8 +31,8 @@ async function legacy(url: string, apiKey: string, specs: Spec[]): Promise<boole
 
 /**
  * The opt-in forms in this browser's engine (its own ICU: NFC and toLowerCase): the
- * shared vectors' casefold strings, string codings and one-level reports of
- * square_wave, cms, hcms and prefix_olh, byte for byte.  Returns [checked, mismatches].
+ * shared vectors' casefold strings, string codings and reports of square_wave,
+ * cms, hcms and prefix_olh (one and two levels), byte for byte.  Returns [checked, mismatches].
  */
 async function formVectors(): Promise<[number, string[]]> {
   const V = await (await fetch("/vectors.json")).json();
@@ -41,7 +41,8 @@ async function formVectors(): Promise<[number, string[]]> {
   let n = 0;
   const same = (got: unknown, want: unknown, what: string) => { n++; if (JSON.stringify(got) !== JSON.stringify(want)) bad.push(what); };
   for (const [text, want] of V.casefold as [string, string][]) same(normalise(bytes, text), want, `casefold ${JSON.stringify(text)}`);
-  for (const c of V.mechanisms as { spec: Spec; strings?: [string, number[] | null][]; draws: { value: number | string; seed: string; payload: string }[] }[]) {
+  for (const c of V.mechanisms as { spec: Spec; context: string; strings?: [string, number[] | null][];
+    draws: { value: number | string; seed: string; payload: string; secret?: string; permanent?: string }[] }[]) {
     if (!["square_wave", "cms", "hcms", "prefix_olh"].includes(c.spec.params.mechanism as string)) continue;
     const m = buildMechanism(c.spec);
     for (const [text, want] of c.strings ?? []) {
@@ -50,7 +51,10 @@ async function formVectors(): Promise<[number, string[]]> {
     }
     for (const d of c.draws) {
       const x = typeof d.value === "string" ? m.input!(d.value) as Uint16Array : d.value;
-      same(m.encode(m.perturb(x, new DrbgRng(fromHex(d.seed)))), d.payload, `${c.spec.name} draw`);
+      if (isTwoLevel(m)) {  // a memoised string: the permanent response, then its instantaneous draw
+        const perm = m.permanent(x as unknown as number, fromHex(d.secret!), c.context);
+        same([m.encode(perm), m.encode(m.instant(perm, new DrbgRng(fromHex(d.seed))))], [d.permanent, d.payload], `${c.spec.name} draw`);
+      } else same(m.encode(m.perturb(x, new DrbgRng(fromHex(d.seed)))), d.payload, `${c.spec.name} draw`);
     }
   }
   return [n, bad.slice(0, 10)];

@@ -54,6 +54,46 @@ test("no true string in the journal, the state folder or the logs; payloads vary
   assert.ok(new Set(rows).size > 1);
 });
 
+test("memoised strings: one lifetime charge per normalised string, its cohort kept, no true string stored", async () => {
+  const spec = SPECS.get("s.l.0.6.1.4.0")!;  // a-z, max_length 6, casefold, eps_1 4, eps_inf 6
+  const g = spec.params.g as number, inf = spec.params.epsilon_inf as number;
+  const dir = mkdtempSync(join(tmpdir(), "ldp-memo-strings-")), { lines, logger } = capture();
+  let now = 1_800_000_000;
+  const open = () => Client.open({ url: DEAD, apiKey: "k", store: new FileStore(dir), metrics: [spec], fetchMetrics: false,
+    interval: 0, backoffBase: 0.01, logger, clock: () => now, lifetimeBudgets: { [spec.name]: 2 * inf } });
+  let c = await open();
+  for (const value of ["Hello", "hello", "HELLO", "hello", "Zebra", "hello"]) {
+    assert.equal((await c.record(spec.name, value)).status, "queued");
+    now += DAY;
+  }
+  // "Hello", "HELLO" and "hello" are one normalised string: 2 lifetime charges of eps_inf.
+  const lifetime = () => c.privacyReport().lifetime.find((l) => l.metric === spec.name)!;
+  assert.deepEqual(lifetime(), { metric: spec.name, spent: 2 * inf, values: 2 });
+  assert.equal((await c.record(spec.name, "world")).status, "over_lifetime_budget");  // a third: over 2 eps_inf
+  now += DAY;
+  assert.equal(await c.flush(0.3), false);
+  c.close();
+  c = await open();  // a restart: the same secret, so the same permanent responses and charges
+  assert.equal((await c.record(spec.name, "hellO")).status, "queued");
+  assert.deepEqual(lifetime(), { metric: spec.name, spent: 2 * inf, values: 2 });
+  assert.equal(c.privacyReport().units.filter((u) => u.metric === spec.name).every((u) => u.spent === spec.params.epsilon), true);
+  c.close();
+  const rows = readFileSync(join(dir, "journal"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+    .flatMap((e) => e.r && e.r.metric === spec.name ? [Number(e.r.payload)] : []);
+  assert.equal(rows.length, 7);
+  // Every "hello" report (6 of them, across a restart) has the permanent (level, seed).
+  const cohorts = new Set([0, 1, 2, 3, 5, 6].map((i) => Math.floor(rows[i] / g)));
+  assert.equal(cohorts.size, 1);
+  const code = (w: string) => [...w].reduce((acc, ch, i) => acc + BigInt(ch.charCodeAt(0) - 96) * 27n ** BigInt(i), 0n);
+  const leaks = ["Hello", "hello", "HELLO", "hellO", "Zebra", "zebra", "world", String(code("hello")), String(code("zebra")),
+    "8,5,12,12,15", `"0":8,"1":5`];
+  for (const f of readdirSync(dir)) {
+    const data = readFileSync(join(dir, f)).toString("latin1");
+    for (const leak of leaks) assert.ok(!data.includes(leak), `${f} holds ${leak}`);
+  }
+  for (const leak of leaks) assert.ok(!lines.join("\n").includes(leak), `a log line holds ${leak}`);
+});
+
 test("strict: a refused string is an error that does not quote it", async () => {
   const spec = SPECS.get("s.1.8.0.1.0")!;  // a-z0-9_, no casefold
   const c = await Client.open({ url: DEAD, apiKey: "k", store: new MemoryStore(), metrics: [spec], fetchMetrics: false,

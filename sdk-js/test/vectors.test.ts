@@ -69,6 +69,13 @@ test("a spec whose integers JSON.parse cannot hold exactly is refused", () => {
   }
 });
 
+test("a memoised string spec whose domain_size JSON.parse rounds is refused", () => {
+  for (const spec of V.unsafe_string_specs as Spec[]) {
+    assert.ok((spec.params.domain_size as number) > 2 ** 53 && spec.params.levels === 2);
+    assert.throws(() => buildMechanism(spec), /domain_size < 2\*\*53/);
+  }
+});
+
 test("every mechanism: params, fingerprints, contexts, reports for fixed randomness", () => {
   const cases = V.mechanisms as Case[];
   const seen = new Set<string>();
@@ -89,11 +96,12 @@ test("every mechanism: params, fingerprints, contexts, reports for fixed randomn
       const value = typeof d.value === "string" ? m.input!(d.value) as Uint16Array : d.value;
       if (isTwoLevel(m)) {
         const secret = fromHex(d.secret!);
-        const perm: Report = m.permanent(d.value as number, secret, c.context);
+        // A string's permanent response and memo key come from its symbols (the Client's input).
+        const perm: Report = m.permanent(value as number, secret, c.context);
         assert.equal(m.encode(perm), d.permanent, `${c.spec.name} permanent(${d.value})`);
         assert.equal(m.encode(m.instant(perm, rng)), d.payload, `${c.spec.name} instant(${d.value})`);
-        // The ledger key: the value, or the memoised Piecewise mean's grid point.
-        const memo = m.memoKey(d.value as number, secret, c.context);
+        // The ledger key: the value, the memoised Piecewise mean's grid point, or a string's code.
+        const memo = m.memoKey(value as number, secret, c.context);
         assert.equal(memo.key, d.memo_key, `${c.spec.name} memo key(${d.value})`);
         assert.equal(valueKey(secret, c.spec.name, c.fingerprint, memo.key, memo.numeric), d.value_key);
       } else {
@@ -102,7 +110,7 @@ test("every mechanism: params, fingerprints, contexts, reports for fixed randomn
       draws++;
     }
   }
-  assert.equal(seen.size, 22, [...seen].join(" "));
+  assert.equal(seen.size, 23, [...seen].join(" "));
   console.log(`# vectors: ${cases.length} specs, ${draws} reports, ${seen.size} mechanism forms`);
 });
 

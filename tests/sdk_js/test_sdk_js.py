@@ -17,8 +17,10 @@
    token from the collector's issuer (the test issuer key, tests/conftest.py).
 5. The opt-in forms (sdk-js/test/e2e-forms.ts): 2000 Node devices record a string
    (prefix_olh), a Square Wave distribution and a count-mean sketch through the real
-   collector; discovery finds the heavy strings, and every interval (3 strings, the
-   mean, 8 buckets, 3 quantiles, 4 shares: 19 at 1 - 1e-8 each) covers the truth.
+   collector, and a memoised string (prefix_olh, two levels) in each of 3 days;
+   discovery finds the heavy strings, and every interval (3 strings, the mean, 8
+   buckets, 3 quantiles, 4 shares, 2 memoised strings over their 3-day window: 21 at
+   1 - 1e-8 each) covers the truth.
 4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
    stock offline, online and across a restart, a lost issuer answer, the refund of
    a refused unit, a wrong key, opt-out/opt-in, strict, the environment, and
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -65,6 +68,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DOMAIN = ["free", "basic", "pro", "team"]
 SHARES = [8 / 20, 6 / 20, 4 / 20, 2 / 20]
 NODE_DEVICES, PAGE_DEVICES = 1200, 400
+DAY = 86_400
 STRICT = 1 - 1e-7
 SPECS = [
     {"name": "js.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 2.0,
@@ -330,8 +334,22 @@ FORM_SPECS: list[dict[str, Any]] = [
      "statistics": ["mean", "distribution", "quantiles"], "min_reports": 1},
     {"name": "js.f.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 2.0,
      "mechanism": "cms", "min_reports": 1},
+    # Memoised strings (prefixOlhMemo): each device's string of js.f.search, in MEMO_EPOCHS
+    # daily epochs.  eps_1 = 4, eps_inf = 6: 5 simulated windows (seeds 0-4) chose it, 200
+    # held-out ones (seeds 100-299, simulate_window + discover(epochs=3) at 1 - 1e-8)
+    # missed "hello" and "world" 0 times, their intervals failed to cover 0 times.
+    {"name": "js.f.memo", "kind": "string", "epsilon": 4.0, "max_length": 6,
+     "alphabet": "a-z", "casefold": True, "longitudinal": {"epsilon_inf": 6.0},
+     "min_reports": 1},
 ]
 FORM_DEVICES = 2000
+#: The memoised metric's window: MEMO_EPOCHS days, the last one today.
+MEMO_EPOCHS = 3
+#: The strings the memoised metric must discover.  "ab" is not asked: 200 devices, a
+#: sixth of them at the 2-symbol level (Binomial(200, 1/6)), miss its survivor floor
+#: with probability ~3e-6 (exact sum over that binomial); "world" (400 devices) with
+#: ~5e-14, "hello" less: the window's two intervals (1 - 1e-8 each) dominate.
+MEMO_HEAVY = {"hello": 600, "world": 400}
 #: As tests/system/test_strings_e2e.py: "hello" 30% (in three cases: one string after
 #: casefold), "world" 20%, "ab" 10%, 40% over 800 random strings.  At n = 2000, eps = 4
 #: each heavy string is over 9 null standard deviations at the last level (~1000
@@ -358,10 +376,13 @@ def form_plan() -> dict[str, list[Any]]:
 def test_forms_through_the_real_stack(
     built: Path, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """2000 Node devices (``registerForms(prefixOlh, cms)``; Square Wave is in the core)
-    record three metrics through the real collector and issuer; the aggregator's answers
-    cover the truth.  19 intervals at 1 - 1e-8 and 3 discoveries that each fail with
-    probability < 1e-9: a false failure has probability < 2e-7.  The distribution's
+    """2000 Node devices (``registerForms(prefixOlh, prefixOlhMemo, cms)``; Square Wave is
+    in the core) record three metrics through the real collector and issuer, and a
+    memoised string metric in each of MEMO_EPOCHS days (an injected clock); the
+    aggregator's answers cover the truth, the memoised metric's over its window (its
+    stderr widened for the correlated reports of one device).  21 intervals at 1 - 1e-8
+    and 5 discoveries that each fail with probability < 1e-9: a false failure has
+    probability < 3e-7.  The distribution's
     target is the value rounded to the grid (tests/system/test_distribution_e2e.py:
     a quantile gets 1.5 grid steps of slack, a bucket's share moves by the few values
     near its edges, far below the intervals' half-width)."""
@@ -370,33 +391,57 @@ def test_forms_through_the_real_stack(
     with redis.Redis(port=redis_server.port) as client:
         client.flushall()
     plan = form_plan()
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    with start_collector(redis_server.url, log_dir=tmp_path / "collector") as collector:
+    start = time.time() - (MEMO_EPOCHS - 1) * DAY   # the memoised metric's first day
+    first = int(start // DAY)
+    memo_plan = {"memoStart": start, "memoEpochs": MEMO_EPOCHS}
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, **memo_plan}))
+    extra = {"LDP_ACCEPTANCE_HOURS": str(24 * (MEMO_EPOCHS + 2))}
+    with start_collector(redis_server.url, log_dir=tmp_path / "collector",
+                         extra_env=extra) as collector:
         resolved = []
         for spec in FORM_SPECS:
             answer = httpx.post(f"{collector.url}/v1/metrics", json=spec,
                                 headers=auth(ADMIN_KEY), timeout=10)
             assert answer.status_code in (200, 201), answer.text
-            resolved.append(answer.json()["params"]["mechanism"])
-        assert resolved == ["prefix_olh", "square_wave", "cms"]
+            params = answer.json()["params"]
+            resolved.append(f"{params['mechanism']}/{params.get('levels', 1)}")
+        assert resolved == ["prefix_olh/1", "square_wave/1", "cms/1", "prefix_olh/2"]
         node = subprocess.run(
             ["node", "dist/test/e2e-forms.js", collector.url, INGEST_KEY,
              str(tmp_path / "plan.json")], cwd=SDK, capture_output=True, text=True, timeout=900)
         assert node.returncode == 0, node.stderr[-3000:]
         totals = json.loads(node.stdout.strip().splitlines()[-1])
-        reports = len(FORM_SPECS) * FORM_DEVICES
-        assert totals == {"queued": reports, "sent": reports, "dropped": 0, "notQueued": []}
-    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY}
+        reports = (len(FORM_SPECS) - 1 + MEMO_EPOCHS) * FORM_DEVICES
+        # Every device's lifetime ledger: one memoised string, charged eps_inf once.
+        assert totals == {"queued": reports, "sent": reports, "dropped": 0, "notQueued": [],
+                          "memoCharged": FORM_DEVICES}, totals
+    # The memoised metric's window reads its 3 x 325,632 counters in one request.
+    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY,
+           "LDP_MAX_READ_COUNTERS": str(1 << 20)}
     strict = 1 - 1e-8
     with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
-        def get(name: str, **params: Any) -> dict[str, Any]:
+        def get(name: str, n: int = FORM_DEVICES, **params: Any) -> dict[str, Any]:
             answer = httpx.get(f"{agg.url}/v1/estimates/{name}",
                                params={"confidence": strict, **params},
                                headers=auth(ANALYST_KEY), timeout=60)
             assert answer.status_code == 200, answer.text
             body: dict[str, Any] = answer.json()
-            assert body["n"] == FORM_DEVICES
+            assert body["n"] == n
             return body
+
+        # The memoised strings over their window: every device in every epoch, so a
+        # string's share of the reports is its share of the devices.
+        window = get("js.f.memo", MEMO_EPOCHS * FORM_DEVICES, start=first,
+                     end=first + MEMO_EPOCHS)
+        assert window["window"]["epochs"] == MEMO_EPOCHS
+        memo = window["estimate"]
+        assert f"{MEMO_EPOCHS} epochs" in memo["stderr_basis"], memo["stderr_basis"]
+        listed = {row["category"]: row for row in memo["values"] if row["confident"]}
+        assert set(MEMO_HEAVY) <= set(listed), list(listed)
+        for value, count in MEMO_HEAVY.items():
+            print("js.f.memo", value, count / FORM_DEVICES, listed[value]["ci_low"],
+                  listed[value]["ci_high"])
+            assert listed[value]["ci_low"] <= count / FORM_DEVICES <= listed[value]["ci_high"]
 
         found = get("js.f.search")["estimate"]
         listed = {row["category"]: row for row in found["values"] if row["confident"]}
