@@ -133,8 +133,10 @@ def create_app(
             max_age=600,
         )
     _install_errors(app, runtime)
-    for module in (health, metrics, reports, tokens):
+    for module in (health, metrics, tokens):
         app.include_router(module.router)
+    # A plain Starlette route, matched first: no dependency solving on the hot path.
+    app.router.routes.insert(0, reports.route)
     return app
 
 
