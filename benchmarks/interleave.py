@@ -88,13 +88,18 @@ def redis_sample(url: str) -> tuple[float, float]:
         stats = client.info("commandstats").get("cmdstat_evalsha", {})
     finally:
         client.close()
-    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
-            float(stats.get("usec", 0)))
+    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), float(stats.get("usec", 0)))
 
 
-async def alternate(urls: tuple[str, str], requests: tuple[list[tuple[bytes, int]], ...],
-                    redis_url: str, connections: int, rounds: int, round_seconds: float,
-                    pids: tuple[int, int] | None = None) -> dict[str, dict[str, Any]]:
+async def alternate(
+    urls: tuple[str, str],
+    requests: tuple[list[tuple[bytes, int]], ...],
+    redis_url: str,
+    connections: int,
+    rounds: int,
+    round_seconds: float,
+    pids: tuple[int, int] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Run ``rounds`` ABBA rounds (after one unmeasured warm-up round per side) and
     sum each side's results; see the module docstring.  With ``pids`` (each server's
     process, its workers below it) each side also gets its servers' CPU per request."""
@@ -109,7 +114,7 @@ async def alternate(urls: tuple[str, str], requests: tuple[list[tuple[bytes, int
     for side in order(rounds):
         before = redis_sample(redis_url)
         server_before = tree_cpu_seconds(pids[side]) if pids else 0.0
-        result = await run(urls[side], requests[side][cursor[side]:], connections, round_seconds)
+        result = await run(urls[side], requests[side][cursor[side] :], connections, round_seconds)
         server[side] += (tree_cpu_seconds(pids[side]) if pids else 0.0) - server_before
         after = redis_sample(redis_url)
         cursor[side] += result.requests
@@ -119,10 +124,15 @@ async def alternate(urls: tuple[str, str], requests: tuple[list[tuple[bytes, int
     out: dict[str, dict[str, Any]] = {}
     for side, name in enumerate(SIDES):
         rs = parts[side]
-        total = Result(sum(r.requests for r in rs), sum(r.reports for r in rs),
-                       sum(r.accepted for r in rs), sum(r.errors for r in rs),
-                       sum(r.seconds for r in rs), [x for r in rs for x in r.latencies],
-                       any(r.exhausted for r in rs))
+        total = Result(
+            sum(r.requests for r in rs),
+            sum(r.reports for r in rs),
+            sum(r.accepted for r in rs),
+            sum(r.errors for r in rs),
+            sum(r.seconds for r in rs),
+            [x for r in rs for x in r.latencies],
+            any(r.exhausted for r in rs),
+        )
         summary = total.as_json()
         summary["redis_cores"] = cpu[side] / total.seconds
         summary["script_us"] = script[side] / total.reports if total.reports else 0.0
@@ -149,25 +159,56 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--round-seconds", type=float, default=0.5)
-    ap.add_argument("--rate", type=int, default=4000,
-                    help="requests built per second of a side's rounds (the most it can use)")
+    ap.add_argument(
+        "--rate",
+        type=int,
+        default=4000,
+        help="requests built per second of a side's rounds (the most it can use)",
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pids", type=int, nargs=2, default=None,
-                    help="the collector's and the minimal endpoint's server process ids")
+    ap.add_argument(
+        "--pids",
+        type=int,
+        nargs=2,
+        default=None,
+        help="the collector's and the minimal endpoint's server process ids",
+    )
     args = ap.parse_args(argv)
     for url in (args.collector, args.minimal):
         if urlsplit(url).hostname not in ("127.0.0.1", "localhost", "::1"):
             raise SystemExit("interleave talks to loopback only")
     count = int(args.rate * (args.rounds * args.round_seconds + 0.2)) + 10
     built = tuple(
-        build_requests(urlsplit(url).netloc, args.key, args.metric, 1, args.epoch, "grr",
-                       args.domain_size, 1.0, 1, count, False, args.seed + side,
-                       fake_tokens=side == 1, metrics=args.metrics if side == 0 else 1,
-                       per_token=args.per_token if side == 0 else 1)
-        for side, url in enumerate((args.collector, args.minimal)))
-    result = asyncio.run(alternate((args.collector, args.minimal), built, args.redis,
-                                   args.connections, args.rounds, args.round_seconds,
-                                   tuple(args.pids) if args.pids else None))
+        build_requests(
+            urlsplit(url).netloc,
+            args.key,
+            args.metric,
+            1,
+            args.epoch,
+            "grr",
+            args.domain_size,
+            1.0,
+            1,
+            count,
+            False,
+            args.seed + side,
+            fake_tokens=side == 1,
+            metrics=args.metrics if side == 0 else 1,
+            per_token=args.per_token if side == 0 else 1,
+        )
+        for side, url in enumerate((args.collector, args.minimal))
+    )
+    result = asyncio.run(
+        alternate(
+            (args.collector, args.minimal),
+            built,
+            args.redis,
+            args.connections,
+            args.rounds,
+            args.round_seconds,
+            tuple(args.pids) if args.pids else None,
+        )
+    )
     print(json.dumps(result))
 
 
