@@ -116,10 +116,10 @@ def alternating_run(collector_url: str, minimal_url: str, redis_url: str, seed: 
                     epoch: int, metrics: int = 1, per_token: int = 1, quick: bool = False,
                     pids: tuple[int, int] | None = None) -> dict[str, dict[str, Any]]:
     """One run of single-report requests, the collector and the minimal endpoint in
-    alternating rounds from one generator (``benchmarks/interleave.py``): 6 ABBA
-    rounds of 0.5 s a side (4 of 0.25 s with ``quick``).  Its ratio of requests/s is
+    alternating rounds from one generator (``benchmarks/interleave.py``): 12 ABBA
+    rounds of 0.25 s a side (6 of 0.15 s with ``quick``).  Its ratio of requests/s is
     one run's verdict on the single-report goal."""
-    rounds, seconds = (4, 0.25) if quick else (6, 0.5)
+    rounds, seconds = (6, 0.15) if quick else (12, 0.25)
     argv = [
         sys.executable, str(REPO_ROOT / "benchmarks" / "interleave.py"),
         "--collector", collector_url, "--minimal", minimal_url, "--redis", redis_url,
@@ -347,7 +347,7 @@ def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, 
         f"({', '.join(f'{c} connections at batch {b}' for b, c in CONNECTIONS.items())}), "
         f"{duration:g} s per run, median of the runs shown in CASES, the collector's and the "
         "minimal endpoint's runs interleaved; single reports: each run alternates the two "
-        "in ABBA rounds (6 x 0.5 s a side; 4 x 0.25 s with --quick) from one generator "
+        "in ABBA rounds (12 x 0.25 s a side; 6 x 0.15 s with --quick) from one generator "
         "(benchmarks/interleave.py); GRR over 64 values, one counter per report; "
         "signed tokens of the epoch (tokens-v2, the test issuer key, 1024 bits), one per "
         "report (each report another device) or, in the '20 metrics' rows, one per 20 "

@@ -73,6 +73,33 @@ def test_loadgen_requests_are_valid_batches() -> None:
     assert len(tokens) == 15  # every report a distinct device token
 
 
+def test_interleave_alternates_the_collector_and_the_minimal_endpoint() -> None:
+    """ABBA rounds against both servers: each side's rounds, counts and CPU are its own."""
+    from benchmarks import interleave
+
+    with Stack.start() as stack:
+        collector = stack.collector(1)
+        minimal = stack.app("benchmarks.minimal_endpoint:create_app", 1)
+        stack.register(collector.url, BENCH_SPEC)
+        epoch = int(time.time() // 86400)
+        built = tuple(
+            loadgen.build_requests(f"127.0.0.1:{svc.port}", INGEST_KEY, BENCH_SPEC["name"], 1,
+                                   epoch, "grr", len(BENCH_SPEC["domain"]), 1.0, 1, 400, False,
+                                   side, fake_tokens=side == 1)
+            for side, svc in enumerate((collector, minimal)))
+        out = asyncio.run(interleave.alternate(
+            (collector.url, minimal.url), built, stack.redis_url, 2, 4, 0.1,
+            (collector.pid, minimal.pid)))
+    c, m = out["collector"], out["minimal"]
+    assert len(c["rounds"]) == len(m["rounds"]) == 4
+    assert c["errors"] == m["errors"] == 0 and c["requests"] > 0 and m["requests"] > 0
+    # every single report the collector got was a fresh device's: all accepted
+    assert c["accepted"] == c["reports"] == c["requests"]
+    # only the collector runs the ingest script; both servers' workers used CPU
+    assert c["script_us"] > 0 == m["script_us"]
+    assert c["server_cpu_ms"] > 0 and m["server_cpu_ms"] > 0
+
+
 @pytest.mark.timeout(120)
 def test_loadgen_against_the_real_collector() -> None:
     with Stack.start() as stack:
