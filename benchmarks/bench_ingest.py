@@ -307,7 +307,10 @@ def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, 
     for r in runs:
         ref = by_key.get(("minimal", r.workers, r.batch, "JSON"))
         ratio = ""
-        if ref and r.server == "collector":
+        if r.server == "collector" and r.batch == 1 and r.body in shares:
+            # single reports: each run has its own paired minimal rounds
+            ratio = f"{statistics.median(shares[r.body]):.2f} (median of runs)"
+        elif ref and r.server == "collector":
             ratio = f"{r.reports_per_s / ref.reports_per_s:.2f}"
         limit = f"{1e6 / r.script_us:,.0f}" if r.script_us else ""
         flags = []
