@@ -6,8 +6,11 @@ the minimal FastAPI endpoint (``benchmarks.minimal_endpoint``) the same way;
 drives each from a separate process (``benchmarks/loadgen.py``: pre-built
 requests, keep-alive loopback connections, bounded time and count) at batch
 sizes 1, 100 and 1000, the last as JSON and as the binary batch of
-``ldp_core.wire``.  Single-report requests run 3 times (the goal is 80% of the
-minimal endpoint in each run).  In the same run it measures the raw Redis ceiling for the
+``ldp_core.wire``.  Single-report requests run 3 times, each run the collector and
+the minimal endpoint in alternating short rounds (``benchmarks/interleave.py``,
+ABBA...: the goal is 80% of the minimal endpoint in each run, and a shared
+machine's drift weighs on both sides of a run's ratio alike).  In the same run
+it measures the raw Redis ceiling for the
 same increments (redis-benchmark, pipelined HINCRBY; a redis-py pipeline loop
 if redis-benchmark is not on PATH) and Redis' own CPU while it served.
 
@@ -33,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._services import INGEST_KEY, REPO_ROOT, Stack, redis_cpu_seconds
 from benchmarks._table import header, table
 
-__all__ = ["BENCH_SPEC", "CASES", "IngestRun", "load", "one_run", "redis_ceiling", "script_usec",
-           "section", "summarise"]
+__all__ = ["BENCH_SPEC", "CASES", "IngestRun", "alternating_run", "load", "one_run",
+           "redis_ceiling", "script_usec", "section", "summarise"]
 
 #: The metric every ingest run reports to (GRR, one counter per report).
 BENCH_SPEC: dict[str, Any] = {
@@ -106,6 +109,28 @@ def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
     result["redis_cores"] = (redis_cpu_seconds(redis_url) - before) / result["seconds"]
     script = script_usec(redis_url) - script_before
     result["script_us"] = script / result["reports"] if result["reports"] else 0.0
+    return result
+
+
+def alternating_run(collector_url: str, minimal_url: str, redis_url: str, seed: int,
+                    epoch: int, metrics: int = 1, per_token: int = 1, quick: bool = False,
+                    pids: tuple[int, int] | None = None) -> dict[str, dict[str, Any]]:
+    """One run of single-report requests, the collector and the minimal endpoint in
+    alternating rounds from one generator (``benchmarks/interleave.py``): 12 ABBA
+    rounds of 0.25 s a side (6 of 0.15 s with ``quick``).  Its ratio of requests/s is
+    one run's verdict on the single-report goal."""
+    rounds, seconds = (6, 0.15) if quick else (12, 0.25)
+    argv = [
+        sys.executable, str(REPO_ROOT / "benchmarks" / "interleave.py"),
+        "--collector", collector_url, "--minimal", minimal_url, "--redis", redis_url,
+        "--key", INGEST_KEY, "--metric", BENCH_SPEC["name"], "--epoch", str(epoch),
+        "--domain-size", str(len(BENCH_SPEC["domain"])), "--metrics", str(metrics),
+        "--per-token", str(per_token), "--connections", str(CONNECTIONS[1]),
+        "--rounds", str(rounds), "--round-seconds", str(seconds), "--seed", str(seed),
+        *(["--pids", *map(str, pids)] if pids else []),
+    ]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=True)
+    result: dict[str, dict[str, Any]] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -195,7 +220,7 @@ def section(quick: bool = False, plain: bool = False, single: bool = False) -> s
     workers = 1 if quick else 2
     runs: list[IngestRun] = []
     shares: dict[str, list[float]] = {}
-    minimal_single: list[dict[str, Any]] = []
+    singles: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     load_avg = os.getloadavg()
     with Stack.start() as stack:
         epoch = int(time.time() // 86400)
@@ -213,6 +238,13 @@ def section(quick: bool = False, plain: bool = False, single: bool = False) -> s
                 pair: dict[str, list[dict[str, Any]]] = {"collector": [], "minimal": []}
                 for r in range(repeats):
                     seed = 7 * batch + workers + 1000 * r + 500 * binary
+                    if batch == 1:
+                        both = alternating_run(collector.url, minimal.url, stack.redis_url,
+                                               seed, epoch, metrics, per_token, quick,
+                                               (collector.pid, minimal.pid))
+                        pair["collector"].append(both["collector"])
+                        pair["minimal"].append(both["minimal"])
+                        continue
                     pair["collector"].append(one_run(collector.url, stack.redis_url, batch,
                                                      duration, seed, epoch, binary,
                                                      metrics=metrics, per_token=per_token))
@@ -223,12 +255,13 @@ def section(quick: bool = False, plain: bool = False, single: bool = False) -> s
                 body = ("binary" if binary else "JSON") + (
                     f", {metrics} metrics, {per_token} per token" if metrics > 1 else "")
                 runs.append(summarise("collector", workers, batch, pair["collector"], body))
-                if pair["minimal"]:
+                if pair["minimal"] and (batch > 1 or metrics == 1):
                     runs.append(summarise("minimal", workers, batch, pair["minimal"]))
                 if batch == 1:
-                    minimal_single = pair["minimal"] or minimal_single
                     shares[body] = [c["requests_per_s"] / m["requests_per_s"] for c, m in
-                                    zip(pair["collector"], minimal_single, strict=False)]
+                                    zip(pair["collector"], pair["minimal"], strict=True)]
+                    singles += [(body, c, m) for c, m in
+                                zip(pair["collector"], pair["minimal"], strict=True)]
         finally:
             for svc in (collector, minimal):
                 svc.stop()
@@ -245,7 +278,26 @@ def section(quick: bool = False, plain: bool = False, single: bool = False) -> s
             finally:
                 svc.stop()
                 stack.services.remove(svc)
-    return _tables(runs, shares, method, ceiling, duration, load_avg)
+    return _tables(runs, shares, method, ceiling, duration, load_avg) + _single_table(singles)
+
+
+def _single_table(singles: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
+    """Each single-report run: both sides' requests/s, the ratio, and where the CPU went
+    (server processes, workers included, and Redis, per request)."""
+    if not singles:
+        return ""
+    rows = []
+    for run, (body, c, m) in enumerate(singles):
+        rows.append((body, run + 1, f"{c['requests_per_s']:,.0f}", f"{m['requests_per_s']:,.0f}",
+                     f"{c['requests_per_s'] / m['requests_per_s']:.0%}",
+                     f"{c.get('server_cpu_ms', 0):.2f} / {m.get('server_cpu_ms', 0):.2f}",
+                     f"{c.get('redis_cpu_ms', 0):.3f} / {m.get('redis_cpu_ms', 0):.3f}",
+                     " ".join(f"{x:,.0f}" for x in c["rounds"]),
+                     " ".join(f"{x:,.0f}" for x in m["rounds"])))
+    return "\n" + table(("body", "run", "collector req/s", "minimal req/s", "ratio",
+                         "server CPU ms/request (collector / minimal)",
+                         "Redis CPU ms/request (collector / minimal)",
+                         "collector rounds req/s", "minimal rounds req/s"), rows) + "\n"
 
 
 def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, ceiling: float,
@@ -255,7 +307,10 @@ def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, 
     for r in runs:
         ref = by_key.get(("minimal", r.workers, r.batch, "JSON"))
         ratio = ""
-        if ref and r.server == "collector":
+        if r.server == "collector" and r.batch == 1 and r.body in shares:
+            # single reports: each run has its own paired minimal rounds
+            ratio = f"{statistics.median(shares[r.body]):.2f} (median of runs)"
+        elif ref and r.server == "collector":
             ratio = f"{r.reports_per_s / ref.reports_per_s:.2f}"
         limit = f"{1e6 / r.script_us:,.0f}" if r.script_us else ""
         flags = []
@@ -294,7 +349,9 @@ def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, 
         f"(1 / 5 / 15 min).  Load from a separate process "
         f"({', '.join(f'{c} connections at batch {b}' for b, c in CONNECTIONS.items())}), "
         f"{duration:g} s per run, median of the runs shown in CASES, the collector's and the "
-        "minimal endpoint's runs interleaved; GRR over 64 values, one counter per report; "
+        "minimal endpoint's runs interleaved; single reports: each run alternates the two "
+        "in ABBA rounds (12 x 0.25 s a side; 6 x 0.15 s with --quick) from one generator "
+        "(benchmarks/interleave.py); GRR over 64 values, one counter per report; "
         "signed tokens of the epoch (tokens-v2, the test issuer key, 1024 bits), one per "
         "report (each report another device) or, in the '20 metrics' rows, one per 20 "
         "reports (50 devices x 20 metrics per batch); fresh report ids; the minimal "

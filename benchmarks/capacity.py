@@ -5,12 +5,16 @@ calibration fleets of different shapes through the real collector, 2 workers,
 into a 3-master Redis Cluster: ``benchmarks/bench_cluster_sim.py``):
 
     collector CPU = a + b * reports + c * Redis commands + v * tokens verified
+                    + h * tokens found in the verifier's cache
     Redis CPU     = p + q * reports + r * Redis commands
 
 where a Redis command is one ingest script call (one per (metric, epoch,
 shard) slot of the batch) or one write of the read index (one per metric of
 the batch, cluster mode); ``v`` (OpenSSL RSASSA-PSS, 2048 bits) is timed
-alone.  Memory: the per-report state of a slot holding n reports is
+alone; ``h`` is what a token costs when a worker's cache of verified tokens
+already holds it (a relay's batches carry each device's token once per metric),
+fitted with the others from a calibration fleet whose tokens repeat.  Memory:
+the per-report state of a slot holding n reports is
 ``bucket_bytes * B * (1 - exp(-n / B)) + rest_bytes * n`` (B = 65,536 buckets),
 fitted from ``MEMORY USAGE`` of slots filled to several depths, which also
 give the Redis CPU of a script call as the buckets fill (where the flat model
@@ -35,7 +39,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,7 +47,7 @@ from benchmarks._table import table
 from benchmarks.bench_cluster_sim import Run
 from benchmarks.unit_costs import Slot, estimate_ms, sign_ms, slot_profile, verify_us
 
-__all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict"]
+__all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict", "refit"]
 
 PEAK = 3.0
 UTIL = 0.6
@@ -82,6 +86,7 @@ class Costs:
     runs: tuple[Run, ...]
     key_bits: int
     deploy_verify_us: float  # the same check with a 2048-bit key (the deployed size)
+    hit_us: float = 0.0  # h: a token answered by the verifier's cache
 
 
 def _commands(run: Run) -> float:
@@ -89,36 +94,57 @@ def _commands(run: Run) -> float:
 
 
 def predict(costs: Costs, reports: float, commands: float, tokens: float,
-            verify: float | None = None) -> tuple[float, float]:
-    """(collector us, Redis us) per report for requests of that shape (``verify``:
-    us per token check, default the simulation's key size)."""
+            verify: float | None = None, hits: float = 0.0) -> tuple[float, float]:
+    """(collector us, Redis us) per report for requests of that shape: ``tokens``
+    checked, ``hits`` answered by the verifier's cache (``verify``: us per token
+    check, default the simulation's key size)."""
     a, b, c = costs.collector
     p, q, r = costs.redis
     v = costs.verify_us if verify is None else verify
-    return ((a + b * reports + c * commands + v * tokens) / reports,
+    return ((a + b * reports + c * commands + v * tokens + costs.hit_us * hits) / reports,
             (p + q * reports + r * commands) / reports)
 
 
-def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, float]:
-    """Least squares of ``y`` (per request) on (1, reports, commands), each run weighted
-    by 1 / its value: the relative errors are what is minimised."""
+def _fit(runs: Sequence[Run], y: Callable[[Run], float],
+         hits: bool = False) -> tuple[float, ...]:
+    """Least squares of ``y`` (per request) on (1, reports, commands[, cache hits]),
+    each run weighted by 1 / its value: the relative errors are what is minimised."""
     ys = np.array([y(r) for r in runs])
-    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs]) / ys[:, None]
+    x = np.array([[1.0, r.reports / r.requests, _commands(r),
+                   *([r.hits / r.requests] if hits else [])] for r in runs]) / ys[:, None]
     coef = np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0]
-    return float(coef[0]), float(coef[1]), float(coef[2])
+    return tuple(float(k) for k in coef)
+
+
+def refit(costs: Costs, runs: Sequence[Run], hits: bool) -> Costs:
+    """``costs`` with a, b, c (and h if ``hits``, else h = 0) and p, q, r fitted to
+    ``runs``: e.g. the model as it was before the repeated-token fleet, for the record.
+
+    A 2048-bit check (``v``) is what every run's checks cost; the rest is fitted.
+    """
+    v = costs.verify_us
+    coef = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
+                - v * r.checks / r.requests, hits)
+    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
+    return replace(costs, collector=(coef[0], coef[1], coef[2]),
+                   hit_us=coef[3] if hits else 0.0, redis=(red[0], red[1], red[2]))
 
 
 def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048) -> Costs:
-    """Small fleets of four shapes (1, 20 and 100 metrics per device, relay batches
-    of 1000), after a warm-up fleet, then the costs timed alone; ``run`` is
-    ``Sim.run``, one epoch each (five)."""
+    """Small fleets of five shapes (1, 20 and 100 metrics per device; relay batches
+    of 1000 with fresh tokens, and with each token repeated in 20 metrics' batches
+    as a relay sends them), after a warm-up fleet, then the costs timed alone;
+    ``run`` is ``Sim.run``, one epoch each (six)."""
     run(10, 100, epochs[4], seed=9)
     runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
-            run(100, 30, epochs[2], seed=2), run(1, 10_000, epochs[3], batch=1000, seed=3))
+            run(100, 30, epochs[2], seed=2), run(1, 10_000, epochs[3], batch=1000, seed=3),
+            run(20, 500, epochs[5], batch=1000, seed=4))
     v = verify_us(key_bits)
-    collector = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
-                     - v * r.checks / r.requests)
-    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
+    coef = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
+                - v * r.checks / r.requests, hits=True)
+    collector = (coef[0], coef[1], coef[2])
+    red3 = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
+    red = (red3[0], red3[1], red3[2])
     device = [r for r in runs if r.batch == 0]
     x = np.array([[1.0, r.reports / r.requests] for r in device])
     up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
@@ -133,7 +159,7 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     return Costs(collector, v, red, (float(up[0]), float(up[1])),
                  (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
                  estimate_ms(), tuple(slots), runs, key_bits,
-                 v if key_bits == 2048 else verify_us(2048))
+                 v if key_bits == 2048 else verify_us(2048), coef[3])
 
 
 def state_bytes(costs: Costs, n_slot: float) -> float:
@@ -149,6 +175,7 @@ def costs_table(costs: Costs) -> str:
         ("collector CPU per request / report / Redis command", f"{a:.0f} / {b:.1f} / {c:.1f} us"),
         (f"collector CPU per token check ({costs.key_bits} / 2048 bits)",
          f"{costs.verify_us:.1f} / {costs.deploy_verify_us:.1f} us"),
+        ("collector CPU per token found in the verifier's cache (h)", f"{costs.hit_us:.1f} us"),
         ("Redis CPU per request / report / command", f"{p:.1f} / {q:.1f} / {r:.1f} us"),
         ("upload per request / report (device batch, gzip)",
          f"{costs.up[0]:.0f} / {costs.up[1]:.0f} B"),
@@ -171,7 +198,7 @@ def check_table(costs: Costs, runs: Sequence[Run]) -> str:
     rows = []
     for run in runs:
         col, red = predict(costs, run.reports / run.requests, _commands(run),
-                           run.checks / run.requests)
+                           run.checks / run.requests, hits=run.hits / run.requests)
         rows.append((
             f"{run.reports:,}", f"{run.reports / run.requests:,.0f}",
             f"{run.collector_us:.1f}", f"{col:.1f}", f"{run.collector_us / col - 1:+.0%}",

@@ -23,7 +23,8 @@ Endpoints (keys as ``Authorization: Bearer <key>``), one router per resource:
 
 Per-report rejection codes (POST /v1/reports results): unknown_metric,
 unknown_version, bad_epoch, epoch_in_future, epoch_expired, bad_report_id,
-bad_token (malformed, or not signed for the report's unit), and the mechanism's: payload_type,
+bad_token (malformed, or not signed for the report's unit), epoch_v1_only (a
+version-2 token in an epoch open at the switch to version 2), and the mechanism's: payload_type,
 bucket_out_of_range, seed_out_of_range, bitvector_length, payload_encoding,
 bit_out_of_range; and implausible_report (more set bits than an honest unary
 report has but with probability 1e-9: refused, and counted per metric-epoch,
@@ -135,10 +136,12 @@ def create_app(
             max_age=600,
         )
     _install_errors(app, runtime)
-    for module in (health, metrics, reports, tokens):
+    for module in (health, metrics, tokens):
         # The version-1 cut-off is settled before a metric is registered.
         settle = [Depends(cutoff_settled)] if module is metrics else []
         app.include_router(module.router, dependencies=settle)
+    # A plain Starlette route, matched first: no dependency solving on the hot path.
+    app.router.routes.insert(0, reports.route)
     return app
 
 

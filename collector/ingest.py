@@ -18,6 +18,9 @@ Validation of one report, in this order (the first failure is its code):
                         (``collector.tokens``, off the event loop) also a token
                         whose signature does not verify for the report's epoch
                         (its metric's epoch length and the epoch index)
+    epoch_v1_only       (``collector.tokens``) a version-2 token in an epoch open
+                        when the first version-2 collector started: only
+                        version-1 tokens count there
     <mechanism code>    ``spec.build().decode(payload)`` raised ReportError(code):
                         payload_type, bucket_out_of_range, seed_out_of_range,
                         bitvector_length, payload_encoding, bit_out_of_range

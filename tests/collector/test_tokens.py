@@ -161,6 +161,44 @@ def test_the_event_loop_answer_comes_from_the_cache_only() -> None:
     assert v.verifications == 1
 
 
+async def test_a_few_distinct_tokens_are_checked_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch of at most ``INLINE_TOKENS`` distinct tokens (a single report's) is
+    checked on the event loop: the worker-thread hop costs more than the RSA check.
+    More distinct tokens still go to the worker thread; the answers are the same."""
+    import collector.tokens as module
+    from collector.store import ValidReport
+    from ldp_core.metric import MetricSpec
+    from tests.support.tokens import test_key
+
+    hops: list[int] = []
+
+    async def counted(check: Any, items: list[Any]) -> Any:
+        hops.append(len(items))
+        return check(items)
+
+    monkeypatch.setattr(module, "run_in_threadpool", counted)
+    service = module.TokenService.of(test_key())
+    spec = MetricSpec.from_json({**SPECS["browser"], "version": 1})
+
+    def reports(n: int) -> list[ValidReport]:
+        return [ValidReport(spec, 7, secrets.token_hex(16), mint("day", 7), (1,))
+                for _ in range(n)]
+
+    forged = reports(1)[0]
+    forged = forged._replace(token=forged.token[:-2] + ("AA" if forged.token[-2:] != "AA"
+                                                        else "BB"))
+    for batch in (reports(1), [*reports(1), forged]):
+        good, positions, bad = await service.verify(batch, list(range(len(batch))))
+        assert len(good) == 1 and positions == [0] and bad == [1] * (len(batch) - 1)
+    assert hops == []                                  # both checked on the loop
+    good, _, bad = await service.verify(reports(module.INLINE_TOKENS + 1),
+                                        list(range(module.INLINE_TOKENS + 1)))
+    assert len(good) == module.INLINE_TOKENS + 1 and not bad
+    assert hops == [module.INLINE_TOKENS + 1]          # more: in the worker thread
+
+
 async def test_a_token_of_one_epoch_length_is_not_valid_for_the_other(redis_url: str) -> None:
     hourly = {**SPECS["browser"], "name": "hourly", "epoch": "hour"}
     async with asgi_client(create_app(settings(redis_url), clock=lambda: NOW)) as c:

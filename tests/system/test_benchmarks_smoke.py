@@ -73,6 +73,33 @@ def test_loadgen_requests_are_valid_batches() -> None:
     assert len(tokens) == 15  # every report a distinct device token
 
 
+def test_interleave_alternates_the_collector_and_the_minimal_endpoint() -> None:
+    """ABBA rounds against both servers: each side's rounds, counts and CPU are its own."""
+    from benchmarks import interleave
+
+    with Stack.start() as stack:
+        collector = stack.collector(1)
+        minimal = stack.app("benchmarks.minimal_endpoint:create_app", 1)
+        stack.register(collector.url, BENCH_SPEC)
+        epoch = int(time.time() // 86400)
+        built = tuple(
+            loadgen.build_requests(f"127.0.0.1:{svc.port}", INGEST_KEY, BENCH_SPEC["name"], 1,
+                                   epoch, "grr", len(BENCH_SPEC["domain"]), 1.0, 1, 400, False,
+                                   side, fake_tokens=side == 1)
+            for side, svc in enumerate((collector, minimal)))
+        out = asyncio.run(interleave.alternate(
+            (collector.url, minimal.url), built, stack.redis_url, 2, 4, 0.1,
+            (collector.pid, minimal.pid)))
+    c, m = out["collector"], out["minimal"]
+    assert len(c["rounds"]) == len(m["rounds"]) == 4
+    assert c["errors"] == m["errors"] == 0 and c["requests"] > 0 and m["requests"] > 0
+    # every single report the collector got was a fresh device's: all accepted
+    assert c["accepted"] == c["reports"] == c["requests"]
+    # only the collector runs the ingest script; both servers' workers used CPU
+    assert c["script_us"] > 0 == m["script_us"]
+    assert c["server_cpu_ms"] > 0 and m["server_cpu_ms"] > 0
+
+
 @pytest.mark.timeout(120)
 def test_loadgen_against_the_real_collector() -> None:
     with Stack.start() as stack:
@@ -151,6 +178,51 @@ def test_capacity_model_scales_with_devices_and_keeps_slots_shallow() -> None:
     per_report = capacity.model_table(costs, tokens_per_device=0)
     issuer = [float(t.splitlines()[-1].split("|")[5].replace(",", "")) for t in (per_report, text)]
     assert issuer[0] == pytest.approx(100 * issuer[1], rel=1e-3)  # the table rounds to 0.1
+
+
+def _fleet_run(metrics: int, devices: int, batch: int, cpu: object) -> object:
+    """A Run of that shape whose collector CPU is ``cpu(requests, reports, commands,
+    checks, hits)`` seconds: a device batch makes a script call and an index write per
+    report, a relay batch 4 script calls (shards) and one index write."""
+    from benchmarks.bench_cluster_sim import Run, _checks
+
+    reports = metrics * devices
+    requests = devices if not batch else -(-devices // batch) * metrics
+    scripts, index = (reports, reports) if not batch else (4 * requests, requests)
+    checks = _checks(metrics, devices, batch)
+    lookups = requests if not batch else reports
+    assert callable(cpu)
+    return Run(metrics, devices, batch, 1, requests, reports, reports, 0, 1.0,
+               cpu(requests, reports, scripts + index, checks, lookups - checks),
+               0.5 * reports * 1e-5, scripts, 1.0, index, 1, 1, 1, 1, 1, devices, checks, 0.0)
+
+
+def test_capacity_fit_recovers_the_cost_of_a_cached_token() -> None:
+    """Fleets whose collector CPU follows the model exactly, with h = 5 us per cache hit:
+    the fit with the repeated-token fleet recovers a, b, c and h; without h (the model
+    before) the relay fleet whose tokens repeat is under-predicted."""
+    from dataclasses import replace
+
+    from benchmarks import capacity
+
+    a, b, c, v, h = 1000.0, 20.0, 200.0, 50.0, 5.0
+
+    def cpu(requests: int, reports: int, commands: int, checks: int, hits: int) -> float:
+        return (a * requests + b * reports + c * commands + v * checks + h * hits) / 1e6
+
+    shapes = ((1, 1000, 0), (20, 100, 0), (100, 30, 0), (1, 10_000, 1000), (20, 500, 1000))
+    runs = [_fleet_run(m, d, batch, cpu) for m, d, batch in shapes]
+    costs = replace(_capacity_costs(), runs=tuple(runs))
+    assert isinstance(costs, capacity.Costs)
+    fitted = capacity.refit(costs, costs.runs, hits=True)
+    assert fitted.collector == pytest.approx((a, b, c), rel=1e-6)
+    assert fitted.hit_us == pytest.approx(h, rel=1e-6)
+    relay = _fleet_run(200, 500, 1000, cpu)
+    assert relay.hits == 200 * 500 - relay.checks > 0  # type: ignore[attr-defined]
+    before = capacity.refit(costs, costs.runs[:4], hits=False)
+    rows = [capacity.check_table(k, [relay]).splitlines()[-1] for k in (fitted, before)]
+    errors = [float(row.split("|")[5].strip().rstrip("%")) for row in rows]
+    assert errors[0] == 0 and errors[1] > 0
 
 
 def test_fleet_sends_each_device_metric_once_in_either_shape() -> None:
