@@ -125,7 +125,7 @@ async def test_every_epoch_open_at_the_switch_is_version_1_only_and_later_ones_v
         )
         assert [(r["status"], r["code"]) for r in results] == [
             ("accepted", None),
-            ("rejected", "bad_token"),
+            ("rejected", "epoch_v1_only"),
             ("rejected", "bad_token"),
             ("accepted", None),
         ]
