@@ -159,10 +159,11 @@ def check_cost(built: Mechanism, epoch: str) -> None:
     """SpecError for a mechanism too costly to keep (see the MAX_* bounds above).
 
     >>> from ldp_core.registry import mechanism
+    >>> check_cost(mechanism("olh", epsilon=1.0, domain_size=65536), "day")  # fits
     >>> check_cost(mechanism("oue", epsilon=1.0, domain_size=65536), "day")
     Traceback (most recent call last):
     ...
-    ldp_core.metric.SpecError: mechanism: oue sets 17627 counters per report on average \
+    ldp_core.metric.SpecError: mechanism: oue sets 17626 counters per report on average \
 over 65536 values (at most 1024); olh or hadamard keep a large domain cheap
     """
     law = built.tally_sum_law()
