@@ -27,26 +27,28 @@ import numpy as np
 import pytest
 import redis
 
-from client_sdk import Fleet, UrllibTransport
 from ldp_core.metric import MetricSpec
 from ldp_server.redis_server import RedisServer
-from tests.support.servers import (
-    ADMIN_KEY,
-    ANALYST_KEY,
-    INGEST_KEY,
-    ServiceProcess,
-    auth,
-    start_uvicorn,
-)
+from tests.support.servers import ANALYST_KEY, auth
+from tests.support.stack import Stack, StackSettings, start_stack
 
 STRICT = 1 - 1e-8
 DEVICES = 600
 SPEC: dict[str, Any] = {
-    "name": "e2e_latency", "kind": "numeric", "lo": 0.0, "hi": 100.0, "epsilon": 4.0,
-    "statistics": ["mean", "distribution", "quantiles"], "min_reports": 1,
+    "name": "e2e_latency",
+    "kind": "numeric",
+    "lo": 0.0,
+    "hi": 100.0,
+    "epsilon": 4.0,
+    "statistics": ["mean", "distribution", "quantiles"],
+    "min_reports": 1,
 }
 MEAN_ONLY: dict[str, Any] = {
-    "name": "e2e_mean_only", "kind": "numeric", "lo": 0.0, "hi": 100.0, "epsilon": 4.0,
+    "name": "e2e_mean_only",
+    "kind": "numeric",
+    "lo": 0.0,
+    "hi": 100.0,
+    "epsilon": 4.0,
     "min_reports": 1,
 }
 #: Device k's value: a skewed spread with a tail (quantiles differ from the mean).
@@ -54,47 +56,34 @@ VALUES = np.round(100 * np.random.default_rng(5).beta(2, 5, size=DEVICES), 1)
 
 
 @pytest.fixture()
-def stack(
-    collector_service: ServiceProcess, redis_server: RedisServer, tmp_path: Path
-) -> Iterator[str]:
-    for body in (SPEC, MEAN_ONLY):
-        answer = httpx.post(f"{collector_service.url}/v1/metrics", json=body,
-                            headers=auth(ADMIN_KEY), timeout=10)
-        assert answer.status_code in (200, 201), answer.text
-    assert answer.json()["mechanism"] != "square_wave"
-    fleet = Fleet(collector_service.url, api_key=INGEST_KEY, background=False,
-                  transport=UrllibTransport(use_env_proxies=False))
-    try:
-        assert fleet.refresh_metrics(5)
-        for value in VALUES:
-            device = fleet.device()
-            result = device.record(SPEC["name"], float(value))
-            assert result.ok, result
-        assert fleet.flush(60)
-        assert fleet.counters().sent == DEVICES
-    finally:
-        fleet.close(0)
-    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY}
-    with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
-        yield agg.url
+def stack(redis_server: RedisServer, tmp_path: Path) -> Iterator[Stack]:
+    with start_stack(redis_server, tmp_path, StackSettings()) as stack:
+        _, mean_only = stack.register(SPEC, MEAN_ONLY)
+        assert mean_only["mechanism"] != "square_wave"
+        with stack.fleet() as fleet:
+            for value in VALUES:
+                device = fleet.device()
+                result = device.record(SPEC["name"], float(value))
+                assert result.ok, result
+            assert fleet.flush(60)
+            assert fleet.counters().sent == DEVICES
+        yield stack.with_aggregator()
 
 
-def test_distribution_quantiles_and_mean_end_to_end(stack: str, redis_server: RedisServer) -> None:
+def test_distribution_quantiles_and_mean_end_to_end(stack: Stack) -> None:
     m = MetricSpec.from_json(SPEC).build()
     assert m.name == "square_wave"
     # Redis holds only the cells' counters for the metric (M of them, whatever n).
-    with redis.Redis(port=redis_server.port) as client:
+    with redis.Redis(port=stack.redis.port) as client:
         tally_keys = [k for k in client.scan_iter(match="ldp:{m:e2e_latency:*}:t")]
         fields = {f for key in tally_keys for f in client.hkeys(key)}
     counters = {int(f) for f in fields if f.isdigit()}
     assert tally_keys and counters <= set(range(m.num_counters))
     assert fields - {str(i).encode() for i in counters} <= {b"n"}  # the report count at most
 
-    answer = httpx.get(f"{stack}/v1/estimates/{SPEC['name']}",
-                       params={"confidence": STRICT, "buckets": 8, "quantiles": "0.25,0.5,0.9"},
-                       headers=auth(ANALYST_KEY), timeout=60)
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
+    body = stack.get(
+        f"/v1/estimates/{SPEC['name']}", confidence=STRICT, buckets=8, quantiles="0.25,0.5,0.9"
+    )
     assert body["n"] == DEVICES and body["mechanism"] == "square_wave"
     estimate = body["estimate"]
     assert estimate["ci_low"] <= VALUES.mean() <= estimate["ci_high"]
@@ -112,23 +101,31 @@ def test_distribution_quantiles_and_mean_end_to_end(stack: str, redis_server: Re
     assert [row["q"] for row in estimate["quantiles"]] == [0.25, 0.5, 0.9]
 
     # The dashboard draws it: the band, the smoothed line, a mark per quantile.
-    login = httpx.post(f"{stack}/login", data={"key": ANALYST_KEY}, headers={"Origin": stack})
+    url = stack.aggregator_url
+    login = httpx.post(f"{url}/login", data={"key": ANALYST_KEY}, headers={"Origin": url})
     assert login.status_code == 303, login.text
-    page = httpx.get(f"{stack}/", cookies={"ldp_dashboard": login.cookies["ldp_dashboard"]},
-                     timeout=60)
+    page = httpx.get(
+        f"{url}/", cookies={"ldp_dashboard": login.cookies["ldp_dashboard"]}, timeout=60
+    )
     assert page.status_code == 200
-    section = page.text[page.text.index('id="metric-e2e_latency"'):]
-    figure = section[section.index("distribution-figure"):section.index("</figure>",
-                     section.index("distribution-figure"))]
+    section = page.text[page.text.index('id="metric-e2e_latency"') :]
+    figure = section[
+        section.index("distribution-figure") : section.index(
+            "</figure>", section.index("distribution-figure")
+        )
+    ]
     assert figure.count('class="band"') == 1 and figure.count('class="quantile"') == 3
     assert "<script" not in page.text
 
     # Bad asks are a 422 with a stable code; a mean-only metric has no distribution.
-    for name, params in ((SPEC["name"], {"quantiles": "0.5,1.5"}),
-                         (SPEC["name"], {"quantiles": "median"}),
-                         (SPEC["name"], {"buckets": 0}),
-                         (MEAN_ONLY["name"], {"quantiles": "0.5"})):
-        bad = httpx.get(f"{stack}/v1/estimates/{name}", params=params,
-                        headers=auth(ANALYST_KEY), timeout=30)
+    for name, params in (
+        (SPEC["name"], {"quantiles": "0.5,1.5"}),
+        (SPEC["name"], {"quantiles": "median"}),
+        (SPEC["name"], {"buckets": 0}),
+        (MEAN_ONLY["name"], {"quantiles": "0.5"}),
+    ):
+        bad = httpx.get(
+            f"{url}/v1/estimates/{name}", params=params, headers=auth(ANALYST_KEY), timeout=30
+        )
         assert bad.status_code == 422, bad.text
         assert bad.json()["code"] == "bad_quantiles"

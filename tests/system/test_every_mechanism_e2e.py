@@ -17,20 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from client_sdk import Fleet, UrllibTransport
+from ldp_core import Mechanism
 from ldp_core.registry import classes
 from ldp_server.redis_server import RedisServer
-from tests.support.servers import (
-    ADMIN_KEY,
-    ANALYST_KEY,
-    INGEST_KEY,
-    ServiceProcess,
-    auth,
-    start_uvicorn,
-)
+from tests.support.stack import Stack, StackSettings, start_stack
 
 STRICT = 1 - 1e-8
 DEVICES = 400
@@ -41,11 +33,10 @@ COUNTS = (160, 100, 60, 40, 30, 10)
 LOW, STEP = 10.0, 20.0
 
 
-def spec_of(cls: type) -> dict[str, Any]:
+def spec_of(cls: type[Mechanism]) -> dict[str, Any]:
     """A metric spec that runs ``cls`` (its kind, and two levels where it has them)."""
     name = f"e2e_{cls.name}_{cls.levels}"
-    body: dict[str, Any] = {"name": name, "epsilon": 2.0, "mechanism": cls.name,
-                            "min_reports": 1}
+    body: dict[str, Any] = {"name": name, "epsilon": 2.0, "mechanism": cls.name, "min_reports": 1}
     if cls.levels == 2:
         body["longitudinal"] = {"epsilon_inf": 4.0}
     if cls.kind == "frequency":
@@ -80,40 +71,26 @@ def truth(spec: dict[str, Any]) -> list[float]:
 
 
 @pytest.fixture()
-def stack(
-    collector_service: ServiceProcess, redis_server: RedisServer, tmp_path: Path
-) -> Iterator[str]:
-    for body in SPECS:
-        answer = httpx.post(f"{collector_service.url}/v1/metrics", json=body,
-                            headers=auth(ADMIN_KEY), timeout=10)
-        assert answer.status_code in (200, 201), answer.text
-        assert answer.json()["mechanism"] == body["mechanism"]
-    fleet = Fleet(collector_service.url, api_key=INGEST_KEY, background=False,
-                  transport=UrllibTransport(use_env_proxies=False))
-    try:
-        assert fleet.refresh_metrics(5)
-        for k in range(DEVICES):
-            device = fleet.device()
-            for body in SPECS:
-                result = device.record(body["name"], value_of(body, k))
-                assert result.ok, (body["name"], result)
-        assert fleet.flush(60)
-        counters = fleet.counters()
-        assert (counters.sent, counters.dropped) == (DEVICES * len(SPECS), {})
-    finally:
-        fleet.close(0)
-    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY}
-    with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
-        yield agg.url
+def stack(redis_server: RedisServer, tmp_path: Path) -> Iterator[Stack]:
+    with start_stack(redis_server, tmp_path, StackSettings()) as stack:
+        for body, answer in zip(SPECS, stack.register(*SPECS), strict=True):
+            assert answer["mechanism"] == body["mechanism"]
+        with stack.fleet() as fleet:
+            for k in range(DEVICES):
+                device = fleet.device()
+                for body in SPECS:
+                    result = device.record(body["name"], value_of(body, k))
+                    assert result.ok, (body["name"], result)
+            assert fleet.flush(60)
+            counters = fleet.counters()
+            assert (counters.sent, counters.dropped) == (DEVICES * len(SPECS), {})
+        yield stack.with_aggregator()
 
 
-def test_every_registered_mechanism_end_to_end(stack: str) -> None:
+def test_every_registered_mechanism_end_to_end(stack: Stack) -> None:
     assert {body["mechanism"] for body in SPECS} >= {"hadamard", "grr", "olh", "oue"}
     for body in SPECS:
-        answer = httpx.get(f"{stack}/v1/estimates/{body['name']}",
-                           params={"confidence": STRICT}, headers=auth(ANALYST_KEY), timeout=30)
-        assert answer.status_code == 200, answer.text
-        result = answer.json()
+        result = stack.get(f"/v1/estimates/{body['name']}", timeout=30, confidence=STRICT)
         assert result["n"] == DEVICES
         estimate = result["estimate"]
         if body["kind"] == "string":

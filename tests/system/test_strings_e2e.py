@@ -23,66 +23,57 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from client_sdk import Fleet, UrllibTransport
 from ldp_server.redis_server import RedisServer
-from tests.support.servers import (
-    ADMIN_KEY,
-    ANALYST_KEY,
-    INGEST_KEY,
-    ServiceProcess,
-    auth,
-    start_uvicorn,
-)
+from tests.support.servers import ANALYST_KEY
+from tests.support.stack import Stack, StackSettings, start_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEVICES = 2000
-SPEC = {"name": "search", "kind": "string", "epsilon": 4.0, "max_length": 6,
-        "alphabet": "a-z", "casefold": True, "min_reports": 1}
+SPEC = {
+    "name": "search",
+    "kind": "string",
+    "epsilon": 4.0,
+    "max_length": 6,
+    "alphabet": "a-z",
+    "casefold": True,
+    "min_reports": 1,
+}
 HEAVY = {"hello": 600, "world": 400, "ab": 200}
 
 
 def values() -> list[str]:
     rng = random.Random(7)
     out = ["Hello", "HELLO", "hello"] * 200 + ["world"] * 400 + ["ab"] * 200
-    tail = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz")
-                           for _ in range(rng.randint(3, 6))) for _ in range(900)} - set(HEAVY))
+    tail = sorted(
+        {
+            "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 6)))
+            for _ in range(900)
+        }
+        - set(HEAVY)
+    )
     out += [tail[k % 800] for k in range(DEVICES - len(out))]
     return out
 
 
 @pytest.fixture()
-def aggregator(
-    collector_service: ServiceProcess, redis_server: RedisServer, tmp_path: Path
-) -> Iterator[str]:
-    answer = httpx.post(f"{collector_service.url}/v1/metrics", json=SPEC,
-                        headers=auth(ADMIN_KEY), timeout=10)
-    assert answer.status_code in (200, 201), answer.text
-    assert answer.json()["mechanism"] == "prefix_olh"
-    fleet = Fleet(collector_service.url, api_key=INGEST_KEY, background=False,
-                  transport=UrllibTransport(use_env_proxies=False))
-    try:
-        assert fleet.refresh_metrics(5)
-        for value in values():
-            assert fleet.device().record("search", value).ok
-        assert not fleet.device().record("search", "café").ok  # off the alphabet
-        assert fleet.flush(120)
-        counters = fleet.counters()
-        assert (counters.sent, counters.dropped) == (DEVICES, {})
-    finally:
-        fleet.close(0)
-    env = {"LDP_ENV": "dev", "LDP_REDIS_URL": redis_server.url, "LDP_ANALYST_KEYS": ANALYST_KEY}
-    with start_uvicorn("aggregator.app:create_app", env, log_dir=tmp_path / "agg") as agg:
-        yield agg.url
+def stack(redis_server: RedisServer, tmp_path: Path) -> Iterator[Stack]:
+    with start_stack(redis_server, tmp_path, StackSettings()) as stack:
+        (answer,) = stack.register(SPEC)
+        assert answer["mechanism"] == "prefix_olh"
+        with stack.fleet() as fleet:
+            for value in values():
+                assert fleet.device().record("search", value).ok
+            assert not fleet.device().record("search", "café").ok  # off the alphabet
+            assert fleet.flush(120)
+            counters = fleet.counters()
+            assert (counters.sent, counters.dropped) == (DEVICES, {})
+        yield stack.with_aggregator()
 
 
-def test_strings_are_discovered_through_the_stack(aggregator: str) -> None:
-    answer = httpx.get(f"{aggregator}/v1/estimates/search", params={"confidence": 1 - 1e-8},
-                       headers=auth(ANALYST_KEY), timeout=60)
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
+def test_strings_are_discovered_through_the_stack(stack: Stack) -> None:
+    body = stack.get("/v1/estimates/search", confidence=1 - 1e-8)
     assert body["n"] == DEVICES and body["kind"] == "string"
     assert body["normalisation"] == "NFC, casefold"
     estimate = body["estimate"]
@@ -96,9 +87,21 @@ def test_strings_are_discovered_through_the_stack(aggregator: str) -> None:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
     done = subprocess.run(
-        [sys.executable, "-m", "ldp_cli.main", "estimate", "search", "--url", aggregator,
-         "--key", ANALYST_KEY],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "ldp_cli.main",
+            "estimate",
+            "search",
+            "--url",
+            stack.aggregator_url,
+            "--key",
+            ANALYST_KEY,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={**env, "PYTHONPATH": str(REPO_ROOT), "LDP_DATA_DIR": "/nonexistent"},
     )
     assert done.returncode == 0, done.stderr
