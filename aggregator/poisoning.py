@@ -70,6 +70,7 @@ import numpy.typing as npt
 
 from aggregator.attacks import gain
 from aggregator.drift import Drift, calibrated_drift, normal_drift, simulated_drift
+from aggregator.drift_memo import memoised_drift
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
@@ -168,22 +169,25 @@ def _from_support(m: Mechanism, support: npt.NDArray[np.float64], n: int, epochs
 def _support_matrix(m: Mechanism) -> npt.NDArray[np.float64]:
     """counters x values: support counts are tallies @ this (unary, one-bit, CMS: linear)."""
     eye = np.eye(m.num_counters, dtype=np.int64)
-    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)],
-                    dtype=np.float64)
+    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)], dtype=np.float64)
 
 
-def _share_z(m: Mechanism, earlier_epochs: int) -> Callable[
-        [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]]:
+def _share_z(
+    m: Mechanism, earlier_epochs: int
+) -> Callable[
+    [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]
+]:
     """The difference-of-shares z of ``normal_drift`` on rows of tallies."""
     matrix = _support_matrix(m)
 
-    def z(now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64],
-          n_before: int) -> npt.NDArray[np.float64]:
+    def z(
+        now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64], n_before: int
+    ) -> npt.NDArray[np.float64]:
         a = _from_support(m, np.einsum("...k,kv->...v", now, matrix), n_now, 1)
-        b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before,
-                          earlier_epochs)
-        return np.asarray((a.value - b.value) / np.sqrt(a.stderr**2 + b.stderr**2),
-                          dtype=np.float64)
+        b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before, earlier_epochs)
+        return np.asarray(
+            (a.value - b.value) / np.sqrt(a.stderr**2 + b.stderr**2), dtype=np.float64
+        )
 
     return z
 
@@ -291,17 +295,22 @@ def assess(
             pooled = (before_t, before_n)
             drift = calibrated_drift(m, latest, pooled, a_rise, a_fall, policy.draws)
             if drift is None:
-                drift = simulated_drift(m, latest, pooled, a_rise, a_fall, policy.draws,
-                                        _share_z(m, count - 1))
+                drift = memoised_drift(m, latest, pooled, a_rise, a_fall, policy.draws)
+            if drift is None:
+                drift = simulated_drift(
+                    m, latest, pooled, a_rise, a_fall, policy.draws, _share_z(m, count - 1)
+                )
         if drift is None:
             drift = normal_drift(now, shares(m, before_t, before_n, count - 1), a_rise, a_fall)
         rise = tuple(int(i) for i in np.flatnonzero(drift.z > drift.rise_threshold))
         fall = tuple(int(i) for i in np.flatnonzero(drift.z < drift.fall_threshold))
     robust = None
     cells = len(rows) * m.num_counters
-    if earlier_epochs is None and policy.robust_min_epochs <= len(rows) <= (
-        policy.robust_max_epochs
-    ) and cells <= policy.robust_max_cells:
+    if (
+        earlier_epochs is None
+        and policy.robust_min_epochs <= len(rows) <= (policy.robust_max_epochs)
+        and cells <= policy.robust_max_cells
+    ):
         per = np.array([shares(m, v, int(c)).value for v, c in rows])
         robust = tuple(float(x) for x in np.median(per, axis=0))
     return Signals(
