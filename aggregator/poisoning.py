@@ -20,7 +20,7 @@ metrics):
   window (``aggregator.drift``), every earlier epoch of the window used (the
   more, the more power: the honest law is known better).  A rise past the
   rise threshold (budget a_rise = 0.009) or a fall past the fall threshold
-  (a_fall = 0.0005) flags the value.  One-level GRR, OLH, Hadamard and HCMS:
+  (a_fall = 0.0005) flags the value.  GRR, OLH, Hadamard (both levels), HCMS:
   likelihood-ratio weights, thresholds of the maximum over the k values from
   a Monte Carlo test through the channel (level a by construction).  The
   others (unary, one-bit, CMS): per value, z = (f_latest - f_earlier) /
@@ -30,10 +30,12 @@ metrics):
   promotion is what an attacker gains by (the MGA's rise per fake,
   gain = (1-q*)/(p*-q*), is at least its fall per fake, q*/(p*-q*), for
   every mechanism here), so most of the budget tests rises.
-  For two-level metrics the latest and earlier estimates share permanent
-  responses and are positively correlated, so the sum of variances is an
-  upper bound: the test stays conservative.  It assumes a stable population:
-  a real, sudden change of one value is flagged too (a signal, not proof).
+  Two-level metrics: the same statistics, with a memoised population as the
+  simulated null (``aggregator.drift_memo``: the earlier and latest epochs
+  re-randomise the same permanent responses; past the caps, the normal
+  thresholds with the memoised variance, conservative).  It assumes a stable
+  population: a real, sudden change of one value is flagged too (a signal,
+  not proof).
 - ``robust``: with 3 to 64 epochs (and at most 2^22 counters to decode), the
   median of the per-epoch estimates beside the unbiased window estimate.  An
   attacker who poisons fewer than half of the epochs cannot push it beyond
@@ -104,7 +106,7 @@ class Policy:
     robust_max_epochs: int = 64
     robust_max_cells: int = 1 << 22
     #: True: the drift thresholds come from ``draws`` simulations through the
-    #: channel (``aggregator.drift``: likelihood-ratio weights for one-level GRR,
+    #: channel (``aggregator.drift``: likelihood-ratio weights for GRR,
     #: OLH, Hadamard, HCMS; the difference of shares for unary, one-bit and CMS
     #: designs); False, or past the cost caps: the difference of shares with
     #: normal Bonferroni thresholds.

@@ -15,7 +15,7 @@ from scipy import stats
 
 from aggregator.attack_trials import Scenario, instant_tally, predicted_detection, run
 from aggregator.drift import mga_laws
-from aggregator.drift_memo import instant_channel, memoised_drift, permanent_law
+from aggregator.drift_memo import _devices, _draw, instant_channel, memoised_drift, permanent_law
 from aggregator.poisoning import Policy, assess
 from ldp_core import Mechanism, longitudinal
 from ldp_core.registry import names_for
@@ -89,6 +89,35 @@ def test_the_permanent_law_is_recovered_from_the_pooled_epochs(m: Mechanism) -> 
     sd = np.sqrt(np.max(channel.matrix()) / 300_000) / channel.lam
     sd *= float(np.max(np.sqrt((inverse**2).sum(axis=0))))
     assert np.max(np.abs(pi - truth / 10_000)) < 5.5 * sd + 2e-3  # + clipping's renormalisation
+
+
+@pytest.mark.parametrize(
+    ("m", "devices"),
+    [(m, n) for m in ONE_COUNTER for n in ([300, 30_000] if m.name == "olh" else [10_000])],
+    ids=lambda x: getattr(x, "name", str(x)),
+)
+def test_simulated_epochs_have_the_law_of_a_memoised_population(m: Mechanism, devices: int) -> None:
+    """2,000 simulated epochs of one fixed population (permanent responses of the Zipf
+    population): each counter's mean and variance are those of a sum of independent
+    reports given the permanent responses, sum_u U_u W_uc and sum_u U_u W_uc (1 -
+    W_uc); not the composed law's (which adds the spread of W_uc across devices:
+    +30% on Hadamard here).  Bands per counter at FP / (2 C): normal for the mean,
+    chi-square(1999) for the variance (counts of ~100+ reports: near normal).
+    OLH at 300 and 30,000 devices: both ways of placing kept reports."""
+    channel = instant_channel(m)
+    assert channel is not None
+    weights = np.bincount(Scenario(m).values(devices), minlength=m.domain_size) / devices
+    pi = weights @ np.array([m.permanent.output_distribution(v) for v in range(m.domain_size)])  # type: ignore[attr-defined]
+    population = _devices(pi, devices)
+    draws, w = 2000, channel.matrix()
+    tallies = _draw(channel, population, draws, np.random.default_rng(17))
+    mean, var = population @ w, population @ (w * (1 - w))
+    tail = FP / (2 * channel.counters)
+    z = stats.norm.isf(tail / 2)
+    assert np.all(np.abs(tallies.mean(axis=0) - mean) < z * np.sqrt(var / draws))
+    ratio = tallies.var(axis=0, ddof=1) * (draws - 1) / var
+    assert np.all(ratio > stats.chi2.ppf(tail / 2, draws - 1))
+    assert np.all(ratio < stats.chi2.isf(tail / 2, draws - 1))
 
 
 def test_every_two_level_form_gets_a_memoised_monte_carlo_drift() -> None:
