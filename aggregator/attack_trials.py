@@ -165,13 +165,18 @@ def run(scenario: Scenario, fraction: float, trials: int, seed: int, epochs: int
     kept = scenario.honest - fakes if scenario.tokens else scenario.honest
     detected, shift = 0, 0.0
     truth = scenario.shares()[scenario.target]
+    # Two levels: the window's memoised variance (impossible shares) depends on how many
+    # epochs the pooled earlier tally holds; one level: it does not (kept as it was).
+    pooled = scenario.history if m.levels == 2 else None
     for earlier, latest in _honest(scenario, kept, trials, epochs, gen):
         rows = [earlier]
         seen = False
         for j in range(epochs):
             vector = latest[j] + mga_tallies(m, (scenario.target,), fakes, gen)
             n = kept + fakes
-            seen = seen or assess(m, (vector, n), rows, scenario.policy).flagged
+            seen = (
+                seen or assess(m, (vector, n), rows, scenario.policy, earlier_epochs=pooled).flagged
+            )
             if j == 0:
                 shift += float(shares(m, vector, n).value[scenario.index]) - truth
             rows.append((vector, n))
