@@ -143,9 +143,9 @@ def test_the_memoised_thresholds_hold_their_level(m: Mechanism) -> None:
     """At rise budget 0.1 and fall budget 0.01, the flag rate on 400 honest memoised
     epochs lies between the FP/2 quantiles of Binomial(400, 0.1) (the rise test
     alone, were the simulated null exact) and Binomial(400, 0.11) (the union):
-    14 to 79.  The null that ignores memoisation (Bonferroni normal thresholds
-    with the window's memoised variance, the code before) flags almost nothing
-    here; one that forgot the instantaneous noise would flag most epochs."""
+    14 to 79: what 400 epochs can tell at 1e-7.  The conservative nulls
+    (composed channel, or the normal thresholds of the code before) pass it
+    too; the law test above tells the composed one apart."""
     scenario, trials = Scenario(m, policy=LOUD), 400
     outcome = run(scenario, 0.0, trials, seed=23)
     assert stats.binom.ppf(FP / 2, trials, 0.1) <= outcome.detected
