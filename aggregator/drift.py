@@ -43,9 +43,9 @@ simulated epoch): for GRR, OLH and Hadamard with the weighted statistic
 (``aggregator.drift_memo.memoised_drift``), for SUE, OUE and binary RR with bits
 kept with k (``_bit_law``).  Exact given the population.  The composed channel
 (p*, q*) with independent epochs adds the spread of P[c | u] across devices: on
-the safe side, but on Hadamard (d = 32, eps = 1, eps_inf = 4) it flagged 5.8% of
-honest epochs at a 10-11% budget and saw half the memoised test's attacks at 2%
-fakes (README).  Both assume the latest epoch's devices are the earlier ones'.
+the safe side, but on Hadamard (d = 32, eps = 1, eps_inf = 4) it flagged 3.3% of
+honest epochs at a 10-11% budget and saw a third of the memoised test's attacks
+at 2% fakes (README).  Both assume the latest epoch's devices are the earlier ones'.
 
 >>> import numpy as np
 >>> from ldp_core import mechanism
