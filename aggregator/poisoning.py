@@ -20,7 +20,7 @@ metrics):
   window (``aggregator.drift``), every earlier epoch of the window used (the
   more, the more power: the honest law is known better).  A rise past the
   rise threshold (budget a_rise = 0.009) or a fall past the fall threshold
-  (a_fall = 0.0005) flags the value.  One-level GRR, OLH, Hadamard and HCMS:
+  (a_fall = 0.0005) flags the value.  GRR, OLH, Hadamard (both levels), HCMS:
   likelihood-ratio weights, thresholds of the maximum over the k values from
   a Monte Carlo test through the channel (level a by construction).  The
   others (unary, one-bit, CMS): per value, z = (f_latest - f_earlier) /
@@ -30,10 +30,12 @@ metrics):
   promotion is what an attacker gains by (the MGA's rise per fake,
   gain = (1-q*)/(p*-q*), is at least its fall per fake, q*/(p*-q*), for
   every mechanism here), so most of the budget tests rises.
-  For two-level metrics the latest and earlier estimates share permanent
-  responses and are positively correlated, so the sum of variances is an
-  upper bound: the test stays conservative.  It assumes a stable population:
-  a real, sudden change of one value is flagged too (a signal, not proof).
+  Two-level metrics: the same statistics, with a memoised population as the
+  simulated null (``aggregator.drift_memo``: the earlier and latest epochs
+  re-randomise the same permanent responses; past the caps, the normal
+  thresholds with the memoised variance, conservative).  It assumes a stable
+  population: a real, sudden change of one value is flagged too (a signal,
+  not proof).
 - ``robust``: with 3 to 64 epochs (and at most 2^22 counters to decode), the
   median of the per-epoch estimates beside the unbiased window estimate.  An
   attacker who poisons fewer than half of the epochs cannot push it beyond
@@ -70,6 +72,7 @@ import numpy.typing as npt
 
 from aggregator.attacks import gain
 from aggregator.drift import Drift, calibrated_drift, normal_drift, simulated_drift
+from aggregator.drift_memo import memoised_drift
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.store import SUM_Z_FLAG, count_sum_z
 from ldp_core import Mechanism
@@ -103,7 +106,7 @@ class Policy:
     robust_max_epochs: int = 64
     robust_max_cells: int = 1 << 22
     #: True: the drift thresholds come from ``draws`` simulations through the
-    #: channel (``aggregator.drift``: likelihood-ratio weights for one-level GRR,
+    #: channel (``aggregator.drift``: likelihood-ratio weights for GRR,
     #: OLH, Hadamard, HCMS; the difference of shares for unary, one-bit and CMS
     #: designs); False, or past the cost caps: the difference of shares with
     #: normal Bonferroni thresholds.
@@ -168,22 +171,25 @@ def _from_support(m: Mechanism, support: npt.NDArray[np.float64], n: int, epochs
 def _support_matrix(m: Mechanism) -> npt.NDArray[np.float64]:
     """counters x values: support counts are tallies @ this (unary, one-bit, CMS: linear)."""
     eye = np.eye(m.num_counters, dtype=np.int64)
-    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)],
-                    dtype=np.float64)
+    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)], dtype=np.float64)
 
 
-def _share_z(m: Mechanism, earlier_epochs: int) -> Callable[
-        [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]]:
+def _share_z(
+    m: Mechanism, earlier_epochs: int
+) -> Callable[
+    [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]
+]:
     """The difference-of-shares z of ``normal_drift`` on rows of tallies."""
     matrix = _support_matrix(m)
 
-    def z(now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64],
-          n_before: int) -> npt.NDArray[np.float64]:
+    def z(
+        now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64], n_before: int
+    ) -> npt.NDArray[np.float64]:
         a = _from_support(m, np.einsum("...k,kv->...v", now, matrix), n_now, 1)
-        b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before,
-                          earlier_epochs)
-        return np.asarray((a.value - b.value) / np.sqrt(a.stderr**2 + b.stderr**2),
-                          dtype=np.float64)
+        b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before, earlier_epochs)
+        return np.asarray(
+            (a.value - b.value) / np.sqrt(a.stderr**2 + b.stderr**2), dtype=np.float64
+        )
 
     return z
 
@@ -291,17 +297,22 @@ def assess(
             pooled = (before_t, before_n)
             drift = calibrated_drift(m, latest, pooled, a_rise, a_fall, policy.draws)
             if drift is None:
-                drift = simulated_drift(m, latest, pooled, a_rise, a_fall, policy.draws,
-                                        _share_z(m, count - 1))
+                drift = memoised_drift(m, latest, pooled, a_rise, a_fall, policy.draws)
+            if drift is None:
+                drift = simulated_drift(
+                    m, latest, pooled, a_rise, a_fall, policy.draws, _share_z(m, count - 1)
+                )
         if drift is None:
             drift = normal_drift(now, shares(m, before_t, before_n, count - 1), a_rise, a_fall)
         rise = tuple(int(i) for i in np.flatnonzero(drift.z > drift.rise_threshold))
         fall = tuple(int(i) for i in np.flatnonzero(drift.z < drift.fall_threshold))
     robust = None
     cells = len(rows) * m.num_counters
-    if earlier_epochs is None and policy.robust_min_epochs <= len(rows) <= (
-        policy.robust_max_epochs
-    ) and cells <= policy.robust_max_cells:
+    if (
+        earlier_epochs is None
+        and policy.robust_min_epochs <= len(rows) <= (policy.robust_max_epochs)
+        and cells <= policy.robust_max_cells
+    ):
         per = np.array([shares(m, v, int(c)).value for v, c in rows])
         robust = tuple(float(x) for x in np.median(per, axis=0))
     return Signals(

@@ -1,6 +1,6 @@
 """Poisoning: what the maximal gain attack costs, and how often the signals see it.
 
-Run: ``.venv/bin/python benchmarks/bench_poisoning.py [--quick] [--only grr,olh]
+Run: ``.venv/bin/python benchmarks/bench_poisoning.py [--quick] [--only grr,olh-2level]
 [--trials SMALL,AT5,HONEST]``
 (the default trials: hours of one core, most of it the Monte Carlo calibration of
 the one-counter mechanisms, 0.1-0.2 s per estimate; ``--quick`` a tenth of the
@@ -9,7 +9,10 @@ trials; ``--trials`` sets them; ``--only`` splits the rows over processes).
 The issue's setting: d = 32, epsilon = 1, n = 10,000 honest reports in the
 attacked epoch, 30 earlier honest epochs of the same population (Zipf(1) over
 32 values; 70/30 for the binary designs), the rarest value (or "yes")
-promoted by MGA fakes (``aggregator.attacks``), every signal of
+promoted by MGA fakes (``aggregator.attacks``; for the two-level rows, at
+eps_inf = 4, a memoised population: one permanent response per device, drawn
+once and re-randomised in every epoch, and fakes crafted on the wire, no
+memoisation), every signal of
 ``aggregator.poisoning`` at its default policy.  Every rate comes with its
 trial count and a 95% Clopper-Pearson interval; false alarms are counted on
 honest latest epochs, which the calibration never sees (it simulates from the
@@ -28,21 +31,44 @@ from scipy import stats
 
 from aggregator.attack_trials import Outcome, Scenario, per_epoch_bound, predicted_detection, run
 from aggregator.attacks import fakes_needed, fraction_to_move, gain
-from aggregator.drift import fake_laws
+from aggregator.drift import mga_laws
 from benchmarks._table import header, table
-from ldp_core import Mechanism, mechanism
+from ldp_core import Mechanism, longitudinal, mechanism
 from ldp_core.registry import names_for
 
 HONEST = 10_000
 SHIFT = 0.10
+#: The lifetime budget of the two-level rows (the README's example of a longitudinal spec).
+EPS_INF = 4.0
 
 
 def mechanisms() -> list[Mechanism]:
-    """Every registered frequency mechanism at d = 32, eps = 1, and the binary ones."""
+    """Every registered frequency mechanism at d = 32, eps = 1, and the binary ones; then
+    their two-level forms at eps_inf = EPS_INF (appended: the one-level rows keep
+    their seeds)."""
     out = [mechanism(name, epsilon=1.0, domain_size=32) for name in names_for("frequency")]
     for name in names_for("binary"):
         out.append(mechanism(name) if name == "forced_response" else mechanism(name, epsilon=1.0))
+    out += [
+        longitudinal(name, epsilon=1.0, epsilon_inf=EPS_INF, domain_size=32)
+        for name in names_for("frequency", levels=2)
+    ]
+    out += [
+        longitudinal(name, epsilon=1.0, epsilon_inf=EPS_INF)
+        for name in names_for("binary", levels=2)
+    ]
     return out
+
+
+def tag(m: Mechanism) -> str:
+    """The row's name (and ``--only``'s): the mechanism's, "-2level" for a two-level form."""
+    return m.name if m.levels == 1 else f"{m.name}-2level"
+
+
+def drift_test(m: Mechanism) -> str:
+    """Which drift test runs by default (``aggregator.poisoning.assess``)."""
+    memo = "memoised " if m.levels == 2 else ""
+    return f"LR, {memo}Monte Carlo" if mga_laws(m) is not None else f"shares, {memo}Monte Carlo"
 
 
 def _pct(x: float) -> str:
@@ -69,20 +95,24 @@ def _rate(o: Outcome) -> str:
 def trials(m: Mechanism, quick: bool, given: tuple[int, int, int] | None = None) -> dict[str, int]:
     """Trials per cell (small cells, 5% fakes, honest): most where the goal is tight
     (Hadamard, HCMS at 5%); ``given`` overrides the three."""
-    tight = m.name in ("hadamard", "hcms")
-    out = {"small": 300, "at5": 2000 if tight else 1000,
-           "honest": 2000 if fake_laws(m) is not None else 4000}
+    tight = m.name in ("hadamard", "hcms") and m.levels == 1
+    out = {
+        "small": 300,
+        "at5": 2000 if tight else 1000,
+        "honest": 2000 if mga_laws(m) is not None else 4000,
+    }
     if given is not None:
         out = dict(zip(("small", "at5", "honest"), given, strict=True))
     return {k: max(20, v // 10) if quick else v for k, v in out.items()}
 
 
-def rows(quick: bool, only: set[str] | None = None,
-         given: tuple[int, int, int] | None = None) -> list[tuple[object, ...]]:
+def rows(
+    quick: bool, only: set[str] | None = None, given: tuple[int, int, int] | None = None
+) -> list[tuple[object, ...]]:
     """One row per mechanism (see ``section`` for the columns)."""
     out: list[tuple[object, ...]] = []
     for i, m in enumerate(mechanisms()):
-        if only and m.name not in only:
+        if only and tag(m) not in only:
             continue
         count = trials(m, quick, given)
         plain, tokens = Scenario(m, honest=HONEST), Scenario(m, honest=HONEST, tokens=True)
@@ -97,7 +127,7 @@ def rows(quick: bool, only: set[str] | None = None,
         two5 = run(plain, 0.05, count["small"], seed + 4, epochs=2)
         out.append(
             (
-                m.name,
+                tag(m),
                 f"{gain(m):.2f}",
                 _pct(beta),
                 f"{fakes_needed(m, SHIFT, HONEST, share):,} reports, one key",
@@ -110,7 +140,7 @@ def rows(quick: bool, only: set[str] | None = None,
                 _pct(tok5.rate),
                 _pct(two5.rate),
                 _rate(alarms),
-                "LR, Monte Carlo" if fake_laws(m) is not None else "shares, Monte Carlo",
+                drift_test(m),
             )
         )
         # Each row as it is done (the full run is long): stderr, one markdown line.
@@ -130,14 +160,16 @@ def bounds() -> str:
             cells.append(_pct(per_epoch_bound(s, 0.05, 0.01)))
         out.append(tuple(cells))
     columns = ["mechanism"] + [
-        f"{label}, {h}" for label in ("5% of reports", "tokens: 5% of devices")
+        f"{label}, {h}"
+        for label in ("5% of reports", "tokens: 5% of devices")
         for h in ("10 earlier epochs", "30", "60", "law known")
     ]
     return table(tuple(columns), out)
 
 
-def section(quick: bool, only: set[str] | None = None,
-            given: tuple[int, int, int] | None = None) -> str:
+def section(
+    quick: bool, only: set[str] | None = None, given: tuple[int, int, int] | None = None
+) -> str:
     """The poisoning table as markdown."""
     columns = (
         "mechanism",
