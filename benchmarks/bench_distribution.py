@@ -35,12 +35,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
+from scipy.stats import beta as beta_dist
 
 from aggregator.consistency import norm_sub
 from aggregator.distribution import (
     DistributionEstimate,
     GridChannel,
+    Interval,
     cdf_knots,
+    cdf_of_masses,
     ems,
     estimate_distribution,
     quantile_interval,
@@ -49,6 +52,7 @@ from aggregator.distribution import (
     wasserstein1,
 )
 from aggregator.estimate import FrequencyEstimate, estimate
+from aggregator.quantiles import read_quantiles
 from benchmarks._table import header, median_seconds, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
@@ -60,6 +64,7 @@ OUE_BUCKETS = (8, 16, 32, 64)
 SHAPES = ("beta", "bimodal")
 SWEEP_SHAPES = ("trimodal", "exponential", "uniform")
 QUANTILES = (0.5, 0.9, 0.99)
+COVERAGE_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 ERROR_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 RANGES = ((0.0, 0.2), (0.2, 0.4), (0.5, 1.0))
 GRID = np.round(np.arange(0, 11) / 10, 1)
@@ -84,12 +89,14 @@ def draw(shape: str, n: int, seed: int) -> np.ndarray:
 
 
 def build(name: str, eps: float) -> GridChannel:
-    return SquareWave(eps, 0.0, 1.0) if name == "square_wave" else HierarchicalHistogram(
-        eps, 0.0, 1.0)
+    return (
+        SquareWave(eps, 0.0, 1.0) if name == "square_wave" else HierarchicalHistogram(eps, 0.0, 1.0)
+    )
 
 
-def served_cdf(m: GridChannel, values: np.ndarray, seed: int, smoothing: float | None = None
-               ) -> Cdf:
+def served_cdf(
+    m: GridChannel, values: np.ndarray, seed: int, smoothing: float | None = None
+) -> Cdf:
     """The CDF of the shape the aggregator serves (or EMS at ``smoothing``)."""
     t = m.simulate_tallies(values, 1, np.random.default_rng(seed))[0]
     if smoothing is not None:
@@ -139,8 +146,9 @@ def accuracy_table(surveys: int) -> str:
             for s in range(surveys):
                 values = draw(shape, N, 1000 * i + s)
                 for name in ("square_wave", "hierarchical"):
-                    got.setdefault(name, []).append(errors(served_cdf(build(name, eps), values, s),
-                                                           values))
+                    got.setdefault(name, []).append(
+                        errors(served_cdf(build(name, eps), values, s), values)
+                    )
                 for d in OUE_BUCKETS:
                     got.setdefault(f"oue{d}", []).append(errors(oue_cdf(values, eps, d, s), values))
             mean = {key: np.mean(v, axis=0) for key, v in got.items()}
@@ -149,65 +157,137 @@ def accuracy_table(surveys: int) -> str:
             auto = "square_wave"
             oue = mean[f"oue{best}"]
             cells = [f"{mean[n][0]:.4f} ± {se[n][0]:.4f}" for n in ("square_wave", "hierarchical")]
-            rows.append([
-                shape, f"{eps:g}", *cells, f"{oue[0]:.4f} ± {se[f'oue{best}'][0]:.4f} (d={best})",
-                f"{auto} {mean[auto][0] / oue[0]:.2f}",
-                " / ".join(f"{mean[n][1]:.4f}" for n in ("square_wave", "hierarchical"))
-                + f" / {oue[1]:.4f}",
-                " / ".join(f"{mean[n][2]:.4f}" for n in ("square_wave", "hierarchical"))
-                + f" / {oue[2]:.4f}",
-            ])
-    return table(["data", "eps", "W1 SW+EMS", "W1 HH", "W1 best OUE", "served: W1 / OUE",
-                  "range MAE SW / HH / OUE", "quantile MAE SW / HH / OUE"], rows)
+            rows.append(
+                [
+                    shape,
+                    f"{eps:g}",
+                    *cells,
+                    f"{oue[0]:.4f} ± {se[f'oue{best}'][0]:.4f} (d={best})",
+                    f"{auto} {mean[auto][0] / oue[0]:.2f}",
+                    " / ".join(f"{mean[n][1]:.4f}" for n in ("square_wave", "hierarchical"))
+                    + f" / {oue[1]:.4f}",
+                    " / ".join(f"{mean[n][2]:.4f}" for n in ("square_wave", "hierarchical"))
+                    + f" / {oue[2]:.4f}",
+                ]
+            )
+    return table(
+        [
+            "data",
+            "eps",
+            "W1 SW+EMS",
+            "W1 HH",
+            "W1 best OUE",
+            "served: W1 / OUE",
+            "range MAE SW / HH / OUE",
+            "quantile MAE SW / HH / OUE",
+        ],
+        rows,
+    )
 
 
-def coverage_table(populations: int, trials: int, extra: tuple[str, ...] = ()) -> str:
-    """Coverage of Square Wave's intervals at each eps (and of ``extra`` mechanisms')."""
+def coverage_table(
+    populations: int,
+    trials: int,
+    shapes: tuple[str, ...] = SHAPES,
+    epsilons: tuple[float, ...] = COVERAGE_EPSILONS,
+) -> str:
+    """Coverage of Square Wave's served 95% intervals (quantiles: basic bootstrap; beside
+    them, from the same replicates, the percentile form and the former Woodruff one)."""
     rows = []
     z = 1.959963984540054
-    for shape in SHAPES:
-        for eps in (0.5, 1.0, 4.0):
-            for name in sorted({"square_wave", *extra}):
-                m = build(name, eps)
-                x, w, w2 = search_weights(m)
-                hits = np.zeros(len(QUANTILES) + len(RANGES))
-                widths = np.zeros(len(QUANTILES) + len(RANGES))
-                for p in range(populations):
-                    values = draw(shape, N, 50_000 + p)
-                    truth_q = np.quantile(values, QUANTILES)
-                    truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
-                    share = m.simulate_tallies(values, trials, np.random.default_rng(p)) / N
-                    # Every tally's unbiased CDF and its stderr in one product each.
-                    f = share @ w
-                    se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+    for shape in shapes:
+        for eps in epsilons:
+            m = build("square_wave", eps)
+            x, w, w2 = search_weights(m)
+            nq = len(QUANTILES)
+            hits = {key: np.zeros(nq) for key in ("cdf", "basic", "percentile", "woodruff")}
+            width, error = np.zeros(nq), np.zeros((2, nq))
+            range_hits = np.zeros(len(RANGES))
+            for p in range(populations):
+                values = draw(shape, N, 50_000 + p)
+                truth_q = np.quantile(values, QUANTILES)
+                truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
+                counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
+                masses = ems(m.transition(), counts)[0]  # the served shape, one batch
+                share = counts / N
+                f = share @ w
+                se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+                for row in range(trials):
+                    d = _unshaped(m, share[row], masses[row])
+                    boot = d.bootstrap_cdf()
+                    bands = boot.bands(0.95)
+                    served = [Interval(*boot.interval(q, bands)) for q in QUANTILES]
+                    if row == 0:  # the same as the API's
+                        assert served == d.quantile_intervals(QUANTILES)
+                    replicate = read_quantiles(x, boot.replicate, QUANTILES)
+                    own = read_quantiles(x, boot.own, QUANTILES)[0]
+                    raw = read_quantiles(x, boot.observed, QUANTILES)[0]
+                    ems_q = read_quantiles(x, cdf_of_masses(masses[row], 0.0, 1.0)(x), QUANTILES)[0]
                     for i, q in enumerate(QUANTILES):
-                        for row in range(trials):
-                            interval = quantile_interval(x, f[row], se[row], q, z)
-                            hits[i] += interval.ci_low <= truth_q[i] <= interval.ci_high
-                            widths[i] += interval.ci_high - interval.ci_low
-                    for i, (a, b) in enumerate(RANGES):
-                        d = _unshaped(m, share[0])
-                        ranged = d.range_share(a, b)  # the served one, then every tally's
-                        phi, phi2 = range_weights(m, a, b)
-                        value = share @ phi
-                        sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
-                        assert abs(value[0] - ranged.value) < 1e-9
-                        assert abs(sd[0] - (ranged.stderr or 0.0)) < 1e-9
-                        hits[len(QUANTILES) + i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
-                        widths[len(QUANTILES) + i] += np.sum(2 * z * sd)
-                total = populations * trials
-                rows.append([shape, f"{eps:g}", name, *(f"{h / total:.3f}" for h in hits),
-                             " ".join(f"{w / total:.3f}" for w in widths)])
-    head = [f"p{q * 100:g}" for q in QUANTILES] + [f"[{a:g},{b:g}]" for a, b in RANGES]
-    return table(["data", "eps", "mechanism", *head,
-                  "mean width p50/p90/p99, ranges"], rows)
+                        t = truth_q[i]
+                        hits["cdf"][i] += served[i].ci_low <= t <= served[i].ci_high
+                        lo, hi = np.quantile(replicate[:, i], [0.025, 0.975])
+                        hits["percentile"][i] += lo <= t <= hi
+                        hits["basic"][i] += raw[i] - (hi - own[i]) <= t <= raw[i] - (lo - own[i])
+                        old = quantile_interval(x, f[row], se[row], q, z)
+                        hits["woodruff"][i] += old.ci_low <= t <= old.ci_high
+                        width[i] += served[i].ci_high - served[i].ci_low
+                        error[:, i] += abs(served[i].value - t), abs(ems_q[i] - t)
+                for i, (a, b) in enumerate(RANGES):
+                    phi, phi2 = range_weights(m, a, b)
+                    value = share @ phi
+                    sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
+                    range_hits[i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
+            total = populations * trials
+            rows.append(
+                [
+                    shape,
+                    f"{eps:g}",
+                    *(_covered(int(h), total) for h in hits["cdf"]),
+                    " ".join(f"{h / total:.3f}" for h in hits["basic"]),
+                    " ".join(f"{h / total:.3f}" for h in hits["percentile"]),
+                    " ".join(f"{h / total:.3f}" for h in hits["woodruff"]),
+                    " ".join(f"{h / total:.3f}" for h in range_hits),
+                    " ".join(f"{v / total:.3f}" for v in width),
+                    " / ".join(f"{a / total:.4f} {b / total:.4f}" for a, b in error.T),
+                ]
+            )
+    head = [f"p{q * 100:g} served [95% CI]" for q in QUANTILES]
+    return table(
+        [
+            "data",
+            "eps",
+            *head,
+            "quantile-scale basic p50 p90 p99",
+            "percentile p50 p90 p99",
+            "Woodruff p50 p90 p99",
+            "ranges " + " ".join(f"[{a:g},{b:g}]" for a, b in RANGES),
+            "mean width p50 p90 p99",
+            "abs error served / EMS p50 p90 p99",
+        ],
+        rows,
+    )
 
 
-def _unshaped(m: GridChannel, share: np.ndarray) -> DistributionEstimate:
-    """The intervals' estimator alone (the served shape does not enter them)."""
+def _covered(hits: int, total: int) -> str:
+    """A coverage figure with its exact (Clopper-Pearson) 95% binomial interval."""
+    lo = beta_dist.ppf(0.025, hits, total - hits + 1) if hits > 0 else 0.0
+    hi = beta_dist.ppf(0.975, hits + 1, total - hits) if hits < total else 1.0
+    return f"{hits / total:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _unshaped(m: GridChannel, share: np.ndarray, masses: np.ndarray) -> DistributionEstimate:
+    """The served estimate from a tally share and its EMS shape (computed in a batch)."""
     return DistributionEstimate(
-        m=m, share=share, n=N, masses=np.zeros(m.k + 1), iterations=0, confidence=0.95,
-        edges=np.linspace(0.0, 1.0, 17), quantiles_asked=QUANTILES)
+        m=m,
+        share=share,
+        n=N,
+        masses=masses,
+        iterations=0,
+        confidence=0.95,
+        edges=np.linspace(0.0, 1.0, 17),
+        quantiles_asked=QUANTILES,
+    )
 
 
 def cost_table() -> str:
@@ -222,10 +302,16 @@ def cost_table() -> str:
                 return estimate_distribution(m, t, N).to_json()
 
             d = estimate_distribution(m, t, N)
-            rows.append([f"{eps:g}", name, str(m.num_counters), str(d.iterations),
-                         f"{median_seconds(served, 3) * 1000:.0f} ms"])
-    return table(["eps", "mechanism", "counters", "EMS iterations", "one estimate (served)"],
-                 rows)
+            rows.append(
+                [
+                    f"{eps:g}",
+                    name,
+                    str(m.num_counters),
+                    str(d.iterations),
+                    f"{median_seconds(served, 3) * 1000:.0f} ms",
+                ]
+            )
+    return table(["eps", "mechanism", "counters", "EMS iterations", "one estimate (served)"], rows)
 
 
 def sweep_table(surveys: int) -> str:
@@ -246,9 +332,15 @@ def sweep_table(surveys: int) -> str:
                     cells.setdefault(f"B={b} h={h}", []).append(wasserstein1(cdf, values, 0, 1))
                 for d in OUE_BUCKETS:
                     cells.setdefault(f"OUE {d}", []).append(
-                        wasserstein1(oue_cdf(values, eps, d, s), values, 0, 1))
+                        wasserstein1(oue_cdf(values, eps, d, s), values, 0, 1)
+                    )
             rows.append([shape, f"{eps:g}", *(f"{np.mean(v):.4f}" for v in cells.values())])
     return table(["data", "eps", *cells], rows)
+
+
+def _option(name: str, default: str) -> str:
+    """The value after ``name`` on the command line, else ``default``."""
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
 def main() -> None:
@@ -258,18 +350,30 @@ def main() -> None:
         print(header(f"Sweep: W1 to the truth, n = {N:,}, mean of {surveys} surveys"))
         print(sweep_table(surveys))
         return
-    surveys, populations, trials = (3, 2, 50) if quick else (20, 10, 200)
+    surveys = int(_option("--surveys", "3" if quick else "20"))
+    populations = int(_option("--populations", "2" if quick else "10"))
+    trials = int(_option("--trials", "20" if quick else "100"))
+    shapes = tuple(_option("--shapes", ",".join(SHAPES)).split(","))
+    epsilons = tuple(
+        float(e) for e in _option("--eps", ",".join(f"{e:g}" for e in COVERAGE_EPSILONS)).split(",")
+    )
     parts = [a for a in ("--accuracy", "--coverage", "--cost") if a in sys.argv] or [
-        "--accuracy", "--coverage", "--cost"]
+        "--accuracy",
+        "--coverage",
+        "--cost",
+    ]
     if "--accuracy" in parts:
         print(header(f"Accuracy at n = {N:,}, mean ± se of {surveys} surveys"))
         print(accuracy_table(surveys))
         print()
     if "--coverage" in parts:
-        print(header(f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
-                     f"{trials} tallies"))
-        print(coverage_table(populations, trials,
-                             ("square_wave", "hierarchical") if "--both" in sys.argv else ()))
+        print(
+            header(
+                f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
+                f"{trials} tallies"
+            )
+        )
+        print(coverage_table(populations, trials, shapes, epsilons))
         print()
     if "--cost" in parts:
         print(header("Cost of one served distribution estimate"))
