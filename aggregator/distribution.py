@@ -41,9 +41,9 @@ noise about the population's own CDF).  Both terms are estimated without bias
 from the same tallies: pi_i by C_i / n, phi_x^2 . x by share @ (P phi_x^2).  A
 range share is the difference of two such functionals, with a normal interval.
 A quantile is read from a monotone version of F_hat (clipped to [0, 1]), and
-its interval is a basic parametric bootstrap of that same estimator through
-the exact channel, from a fixed population with the served shape's law
-(``aggregator.quantiles``: why basic, why fixed, and the cost bounds).  EMS
+its interval inverts a basic bootstrap test of that same monotone CDF, drawn
+through the exact channel from a fixed population with the served shape's law
+(``aggregator.quantiles``: why the CDF scale, why fixed, the cost bounds).  EMS
 itself is not bootstrapped: its smoothing bias does not shrink with n while
 its spread does, so intervals around it under-cover (README).  Any grid
 channel serves: Square Wave, and the hierarchical histogram that the benchmark
@@ -309,8 +309,9 @@ class DistributionEstimate:
                     else "shape: isotonic CDF of the unbiased hierarchical histogram"
                 )
                 + "; values and intervals: unbiased inversion of the channel "
-                f"(quantiles: basic parametric bootstrap, {self.bootstrap.replicates} "
-                "tallies through the exact channel)"
+                "(quantiles: the monotone CDF, interval by inverting a parametric "
+                f"bootstrap of it, {self.bootstrap.replicates} tallies through the exact "
+                "channel)"
             ),
         }
 

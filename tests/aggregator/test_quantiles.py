@@ -151,3 +151,21 @@ def test_the_bootstrap_population_is_the_served_shape_and_its_cdf_the_target() -
     assert boot.own == pytest.approx(cdf_of_masses(people / 20_000, 0.0, 1.0)(boot.x), abs=1e-9)
     assert boot.replicate.shape == (MIN_REPLICATES, len(boot.x))
     assert np.all(np.diff(boot.replicate, axis=1) >= 0)  # each replicate's CDF is monotone
+
+
+def test_a_confidence_the_replicates_cannot_resolve_gets_normal_tails() -> None:
+    # 1 - 1e-8 with 1,000 replicates: 5e-6 replicates per tail.  The band is then the
+    # median -+ z sd of the error, not the extreme replicates (which would claim 1 - 1e-8
+    # for what is about a 1 - 1e-3 interval).
+    x = np.linspace(0.0, 1.0, 5)
+    noise = np.random.default_rng(8).normal(0.0, 0.01, size=(1000, 1))
+    boot = CdfBootstrap(x, x, x + noise, x)
+    low, mid, high = boot.bands(1 - 1e-8)
+    z = 5.730729  # the normal's 1 - 5e-9 quantile
+    sd = float(np.std(noise, ddof=1))
+    assert mid == pytest.approx(np.median(noise))
+    assert high == pytest.approx(np.median(noise) + z * sd)
+    assert low == pytest.approx(np.median(noise) - z * sd)
+    assert (high - low)[0] > 2 * float(np.abs(noise).max())
+    # At 0.95, 25 replicates per tail: empirical quantiles.
+    assert boot.bands(0.95)[2] == pytest.approx(np.quantile(noise, 0.975))
