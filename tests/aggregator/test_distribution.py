@@ -120,3 +120,25 @@ def test_a_hierarchical_metric_serves_the_same_json() -> None:
     assert body["distribution"]["grid_points"] == 16
     assert "hierarchical" in body["distribution"]["method"]
     assert [q["q"] for q in body["quantiles"]] == [0.5, 0.9, 0.99]
+
+
+def test_the_p99_interval_covers_at_small_eps_where_the_tail_is_flat() -> None:
+    # eps = 1, n = 20,000: the monotone CDF reaches 0.99 in a flat, noisy tail.  An
+    # interval built on the quantile scale (percentile, or basic about the smoothed
+    # shape's quantile) covered 0.00-0.70 here; the served CDF-scale inversion must
+    # cover at least 0.93 (the goal's lower edge): P[Bin(150, 0.93) <= 119] = 4.8e-8, so
+    # the floor is 120 of 150 (a 0.6 coverage passes it with probability 1.4e-7).
+    m = SquareWave(1.0, 0.0, 1.0)
+    surveys = 150
+    assert binom.cdf(119, surveys, 0.93) < 1e-7
+    hits, widths = 0, []
+    for r in range(surveys):
+        gen = np.random.default_rng(9_000 + r)
+        values = gen.beta(2, 5, size=20_000)
+        t = m.simulate_tallies(values, 1, gen)[0]
+        d = estimate_distribution(m, t, 20_000, bootstrap=Bootstrap(MIN_REPLICATES))
+        interval = d.quantile(0.99)
+        hits += interval.ci_low <= np.quantile(values, 0.99) <= interval.ci_high
+        widths.append(interval.ci_high - interval.ci_low)
+    assert hits >= 120, hits / surveys
+    assert np.mean(widths) < 0.6  # not the whole upper half of the range
