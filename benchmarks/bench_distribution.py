@@ -29,6 +29,7 @@ and seeds).  Data on [0, 1]:
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -190,9 +191,11 @@ def coverage_table(
     trials: int,
     shapes: tuple[str, ...] = SHAPES,
     epsilons: tuple[float, ...] = COVERAGE_EPSILONS,
+    first: int = 0,
 ) -> str:
-    """Coverage of Square Wave's served 95% intervals (quantiles: basic bootstrap; beside
-    them, from the same replicates, the percentile form and the former Woodruff one)."""
+    """Coverage of Square Wave's served 95% intervals (quantiles: the inverted bootstrap
+    test of the CDF; beside them, from the same replicates, the quantile-scale basic and
+    percentile forms, and the former Woodruff one), over populations first, first + 1, ..."""
     rows = []
     z = 1.959963984540054
     for shape in shapes:
@@ -203,7 +206,7 @@ def coverage_table(
             hits = {key: np.zeros(nq) for key in ("cdf", "basic", "percentile", "woodruff")}
             width, error = np.zeros(nq), np.zeros((2, nq))
             range_hits = np.zeros(len(RANGES))
-            for p in range(populations):
+            for p in range(first, first + populations):
                 values = draw(shape, N, 50_000 + p)
                 truth_q = np.quantile(values, QUANTILES)
                 truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
@@ -290,28 +293,61 @@ def _unshaped(m: GridChannel, share: np.ndarray, masses: np.ndarray) -> Distribu
     )
 
 
+def _cpu_seconds(run: Callable[[], object], repeats: int = 3) -> float:
+    """Median CPU time of ``repeats`` calls (this process alone: comparable on a loaded
+    machine, where wall time is not)."""
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return float(np.median(times))
+
+
 def cost_table() -> str:
+    """The served estimate's cost, and of its parts: the shape and the quantile bootstrap."""
     rows = []
-    for eps in (1.0, 4.0):
+    for eps in (0.5, 1.0, 4.0):
         for name in ("square_wave", "hierarchical"):
             m = build(name, eps)
             values = draw("beta", N, 7)
             t = m.simulate_tallies(values, 1, np.random.default_rng(7))[0]
+            d = estimate_distribution(m, t, N)
 
             def served(m: GridChannel = m, t: np.ndarray = t) -> object:
                 return estimate_distribution(m, t, N).to_json()
 
-            d = estimate_distribution(m, t, N)
+            def shape(m: GridChannel = m, t: np.ndarray = t) -> object:
+                return estimate_distribution(m, t, N)
+
+            def intervals(d: DistributionEstimate = d) -> object:
+                return d.quantile_intervals(QUANTILES)
+
             rows.append(
                 [
                     f"{eps:g}",
                     name,
                     str(m.num_counters),
                     str(d.iterations),
+                    f"{_cpu_seconds(served) * 1000:.0f} ms",
+                    f"{_cpu_seconds(shape) * 1000:.0f} ms",
+                    f"{_cpu_seconds(intervals) * 1000:.0f} ms",
                     f"{median_seconds(served, 3) * 1000:.0f} ms",
                 ]
             )
-    return table(["eps", "mechanism", "counters", "EMS iterations", "one estimate (served)"], rows)
+    return table(
+        [
+            "eps",
+            "mechanism",
+            "counters",
+            "EMS iterations",
+            "CPU: one estimate (served)",
+            "of which the shape",
+            "3 quantile intervals (B = 1,000)",
+            "wall (loaded machine)",
+        ],
+        rows,
+    )
 
 
 def sweep_table(surveys: int) -> str:
@@ -419,7 +455,8 @@ def main() -> None:
                 f"{trials} tallies"
             )
         )
-        print(coverage_table(populations, trials, shapes, epsilons))
+        first = int(_option("--first", "0"))
+        print(coverage_table(populations, trials, shapes, epsilons, first))
         print()
     if "--cost" in parts:
         print(header("Cost of one served distribution estimate"))
