@@ -2,9 +2,12 @@
 OUE histogram side by side; the coverage of the served intervals.
 
 Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (all three
-tables, or any of ``--accuracy``, ``--coverage`` (``--both``: both mechanisms at
-every eps), ``--cost``); ``--sweep`` for the parameter sweeps (on other shapes
-and seeds).  Data on [0, 1]:
+tables, or any of ``--accuracy``, ``--coverage``, ``--cost``; for the coverage,
+``--shapes beta,bimodal --eps 0.5,1,2,4 --populations P --trials T --first F``
+choose the cells and the populations F..F+P-1, so that cells run as separate
+processes); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
+``--smoothing [--eps 0.5,1 --surveys 20]`` for EMS weights 1/128..1/32 at low
+eps on those shapes.  Data on [0, 1]:
 ``beta`` = Beta(2, 5); ``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped.
 
 1. Accuracy at n = 10^5, eps in {0.5, 1, 2, 4}, ``surveys`` surveys per cell,
@@ -16,11 +19,14 @@ and seeds).  Data on [0, 1]:
    (d in 8, 16, 32, 64, Norm-Sub, each bucket uniform inside; the best d per
    cell *with hindsight*).  OUE is the best flat frequency oracle here (its
    variance is never above OLH's).  Square Wave is the one served.
-2. Coverage of the served 95% intervals at n = 10^5: quantiles (Woodruff on the
-   unbiased CDF) and range shares (unbiased, normal), over ``populations`` drawn
-   populations x ``trials`` independent tallies of each (vectorised: one
-   multinomial per grid point per tally).
-3. Cost of one served estimate.
+2. Coverage of the served 95% intervals at n = 10^5: quantiles (the inverted
+   parametric bootstrap test of the monotone CDF, ``aggregator.quantiles``;
+   beside it, from the same replicates, the quantile-scale basic and percentile
+   intervals, and the former Woodruff one) and range shares (unbiased, normal),
+   over ``populations`` drawn populations x ``trials`` independent tallies of
+   each, with each figure's exact binomial 95% interval.
+3. Cost of one served estimate, in CPU time, with its shape and its quantile
+   bootstrap apart.
 4. ``--sweep``: W1 by EMS smoothing weight s, and by tree (B, h), on three other
    shapes (trimodal, exponential, uniform) and other seeds: where ``SMOOTHING``,
    ``BRANCHING``/``DEPTH`` and ``HIERARCHY_BELOW`` come from.
