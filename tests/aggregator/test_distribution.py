@@ -138,7 +138,7 @@ def test_the_p99_interval_covers_at_small_eps_where_the_tail_is_flat() -> None:
         t = m.simulate_tallies(values, 1, gen)[0]
         d = estimate_distribution(m, t, 20_000, bootstrap=Bootstrap(MIN_REPLICATES))
         interval = d.quantile(0.99)
-        hits += interval.ci_low <= np.quantile(values, 0.99) <= interval.ci_high
+        hits += int(interval.ci_low <= np.quantile(values, 0.99) <= interval.ci_high)
         widths.append(interval.ci_high - interval.ci_low)
     assert hits >= 120, hits / surveys
     assert np.mean(widths) < 0.6  # not the whole upper half of the range
