@@ -380,15 +380,17 @@ def sweep_table(surveys: int) -> str:
     return table(["data", "eps", *cells], rows)
 
 
-def smoothing_table(surveys: int, epsilons: tuple[float, ...]) -> str:
-    """W1 of EMS by smoothing weight at low eps, on the sweep shapes and seeds apart from
-    the sweep's and the table's: mean ± se, and each weight's paired difference to 1/32."""
+def smoothing_table(surveys: int, epsilons: tuple[float, ...], shapes: tuple[str, ...]) -> str:
+    """W1 of EMS by smoothing weight at low eps (seeds apart from the sweep's and the
+    table's): mean, each weight's paired difference to 1/32 (± se), and the best OUE."""
     weights = (1 / 128, 1 / 64, 1 / 32)
     rows = []
-    for shape in SWEEP_SHAPES:
+    for shape in shapes:
         for i, eps in enumerate(epsilons):
-            w1 = np.array(
-                [
+            w1, oue = [], []
+            for s in range(surveys):
+                values = draw(shape, N, 80_000 + 100 * i + s)
+                w1.append(
                     [
                         wasserstein1(
                             served_cdf(SquareWave(eps, 0.0, 1.0), values, s, smoothing=w),
@@ -398,25 +400,38 @@ def smoothing_table(surveys: int, epsilons: tuple[float, ...]) -> str:
                         )
                         for w in weights
                     ]
-                    for s in range(surveys)
-                    for values in (draw(shape, N, 80_000 + 100 * i + s),)
-                ]
-            )
-            diff = w1 - w1[:, -1:]
+                )
+                oue.append(
+                    [wasserstein1(oue_cdf(values, eps, d, s), values, 0, 1) for d in OUE_BUCKETS]
+                )
+            sw, flat = np.array(w1), np.array(oue)
+            best = int(np.argmin(flat.mean(axis=0)))
+            diff = sw - sw[:, -1:]
             se = diff.std(axis=0, ddof=1) / np.sqrt(surveys)
             rows.append(
                 [
                     shape,
                     f"{eps:g}",
-                    *(f"{m:.4f}" for m in w1.mean(axis=0)),
+                    *(f"{m:.4f}" for m in sw.mean(axis=0)),
                     *(
                         f"{d:+.4f} ± {e:.4f}"
                         for d, e in zip(diff.mean(axis=0)[:-1], se[:-1], strict=True)
                     ),
+                    f"{flat.mean(axis=0)[best]:.4f} (d={OUE_BUCKETS[best]})",
                 ]
             )
     return table(
-        ["data", "eps", "s=1/128", "s=1/64", "s=1/32", "1/128 - 1/32", "1/64 - 1/32"], rows
+        [
+            "data",
+            "eps",
+            "s=1/128",
+            "s=1/64",
+            "s=1/32",
+            "1/128 - 1/32",
+            "1/64 - 1/32",
+            "best OUE (hindsight)",
+        ],
+        rows,
     )
 
 
@@ -431,7 +446,8 @@ def main() -> None:
         surveys = int(_option("--surveys", "20"))
         epsilons = tuple(float(e) for e in _option("--eps", "0.5,1").split(","))
         print(header(f"EMS smoothing at low eps: W1, n = {N:,}, {surveys} surveys"))
-        print(smoothing_table(surveys, epsilons))
+        shapes = tuple(_option("--shapes", ",".join(SWEEP_SHAPES)).split(","))
+        print(smoothing_table(surveys, epsilons, shapes))
         return
     if "--sweep" in sys.argv:
         surveys = 2 if quick else 6
