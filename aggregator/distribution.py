@@ -79,6 +79,7 @@ from aggregator.shape import (
     bootstrap_masses,
     ems,
     isotonic_masses,
+    smoothing_for,
     wasserstein1,
 )
 from ldp_core.base import Mechanism
@@ -339,7 +340,7 @@ def estimate_distribution(
     if isinstance(buckets, bool) or not 1 <= buckets <= MAX_BUCKETS:
         raise ValueError(f"buckets must be in [1, {MAX_BUCKETS}], got {buckets!r}")
     if isinstance(m, SquareWave):
-        masses, iterations = ems(m.transition(), counts)
+        masses, iterations = ems(m.transition(), counts, smoothing=smoothing_for(m.epsilon))
     else:
         masses, iterations = isotonic_masses(counts / n @ unbiased_inverse(m)), 0
     return DistributionEstimate(

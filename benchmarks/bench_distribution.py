@@ -60,6 +60,7 @@ from aggregator.distribution import (
 )
 from aggregator.estimate import FrequencyEstimate, estimate
 from aggregator.quantiles import read_quantiles
+from aggregator.shape import smoothing_for
 from benchmarks._table import header, median_seconds, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
@@ -217,7 +218,8 @@ def coverage_table(
                 truth_q = np.quantile(values, QUANTILES)
                 truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
                 counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
-                masses = ems(m.transition(), counts)[0]  # the served shape, one batch
+                # the served shape, one batch
+                masses = ems(m.transition(), counts, smoothing=smoothing_for(eps))[0]
                 share = counts / N
                 f = share @ w
                 se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
