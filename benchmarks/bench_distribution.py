@@ -2,9 +2,12 @@
 OUE histogram side by side; the coverage of the served intervals.
 
 Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (all three
-tables, or any of ``--accuracy``, ``--coverage`` (``--both``: both mechanisms at
-every eps), ``--cost``); ``--sweep`` for the parameter sweeps (on other shapes
-and seeds).  Data on [0, 1]:
+tables, or any of ``--accuracy``, ``--coverage``, ``--cost``; for the coverage,
+``--shapes beta,bimodal --eps 0.5,1,2,4 --populations P --trials T --first F``
+choose the cells and the populations F..F+P-1, so that cells run as separate
+processes); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
+``--smoothing [--eps 0.5,1 --surveys 20]`` for EMS weights 1/128..1/32 at low
+eps on those shapes.  Data on [0, 1]:
 ``beta`` = Beta(2, 5); ``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped.
 
 1. Accuracy at n = 10^5, eps in {0.5, 1, 2, 4}, ``surveys`` surveys per cell,
@@ -16,11 +19,14 @@ and seeds).  Data on [0, 1]:
    (d in 8, 16, 32, 64, Norm-Sub, each bucket uniform inside; the best d per
    cell *with hindsight*).  OUE is the best flat frequency oracle here (its
    variance is never above OLH's).  Square Wave is the one served.
-2. Coverage of the served 95% intervals at n = 10^5: quantiles (Woodruff on the
-   unbiased CDF) and range shares (unbiased, normal), over ``populations`` drawn
-   populations x ``trials`` independent tallies of each (vectorised: one
-   multinomial per grid point per tally).
-3. Cost of one served estimate.
+2. Coverage of the served 95% intervals at n = 10^5: quantiles (the inverted
+   parametric bootstrap test of the monotone CDF, ``aggregator.quantiles``;
+   beside it, from the same replicates, the quantile-scale basic and percentile
+   intervals, and the former Woodruff one) and range shares (unbiased, normal),
+   over ``populations`` drawn populations x ``trials`` independent tallies of
+   each, with each figure's exact binomial 95% interval.
+3. Cost of one served estimate, in CPU time, with its shape and its quantile
+   bootstrap apart.
 4. ``--sweep``: W1 by EMS smoothing weight s, and by tree (B, h), on three other
    shapes (trimodal, exponential, uniform) and other seeds: where ``SMOOTHING``,
    ``BRANCHING``/``DEPTH`` and ``HIERARCHY_BELOW`` come from.
@@ -28,6 +34,7 @@ and seeds).  Data on [0, 1]:
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +42,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
+from scipy.stats import beta as beta_dist
 
 from aggregator.consistency import norm_sub
 from aggregator.distribution import (
     DistributionEstimate,
     GridChannel,
+    Interval,
     cdf_knots,
+    cdf_of_masses,
     ems,
     estimate_distribution,
     quantile_interval,
@@ -49,7 +59,9 @@ from aggregator.distribution import (
     wasserstein1,
 )
 from aggregator.estimate import FrequencyEstimate, estimate
-from benchmarks._table import header, median_seconds, table
+from aggregator.quantiles import read_quantiles
+from aggregator.shape import smoothing_for
+from benchmarks._table import header, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
 from ldp_core.mechanisms.square_wave import SquareWave
@@ -60,6 +72,7 @@ OUE_BUCKETS = (8, 16, 32, 64)
 SHAPES = ("beta", "bimodal")
 SWEEP_SHAPES = ("trimodal", "exponential", "uniform")
 QUANTILES = (0.5, 0.9, 0.99)
+COVERAGE_EPSILONS = (0.5, 1.0, 2.0, 4.0)
 ERROR_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 RANGES = ((0.0, 0.2), (0.2, 0.4), (0.5, 1.0))
 GRID = np.round(np.arange(0, 11) / 10, 1)
@@ -84,12 +97,14 @@ def draw(shape: str, n: int, seed: int) -> np.ndarray:
 
 
 def build(name: str, eps: float) -> GridChannel:
-    return SquareWave(eps, 0.0, 1.0) if name == "square_wave" else HierarchicalHistogram(
-        eps, 0.0, 1.0)
+    return (
+        SquareWave(eps, 0.0, 1.0) if name == "square_wave" else HierarchicalHistogram(eps, 0.0, 1.0)
+    )
 
 
-def served_cdf(m: GridChannel, values: np.ndarray, seed: int, smoothing: float | None = None
-               ) -> Cdf:
+def served_cdf(
+    m: GridChannel, values: np.ndarray, seed: int, smoothing: float | None = None
+) -> Cdf:
     """The CDF of the shape the aggregator serves (or EMS at ``smoothing``)."""
     t = m.simulate_tallies(values, 1, np.random.default_rng(seed))[0]
     if smoothing is not None:
@@ -139,8 +154,9 @@ def accuracy_table(surveys: int) -> str:
             for s in range(surveys):
                 values = draw(shape, N, 1000 * i + s)
                 for name in ("square_wave", "hierarchical"):
-                    got.setdefault(name, []).append(errors(served_cdf(build(name, eps), values, s),
-                                                           values))
+                    got.setdefault(name, []).append(
+                        errors(served_cdf(build(name, eps), values, s), values)
+                    )
                 for d in OUE_BUCKETS:
                     got.setdefault(f"oue{d}", []).append(errors(oue_cdf(values, eps, d, s), values))
             mean = {key: np.mean(v, axis=0) for key, v in got.items()}
@@ -149,131 +165,193 @@ def accuracy_table(surveys: int) -> str:
             auto = "square_wave"
             oue = mean[f"oue{best}"]
             cells = [f"{mean[n][0]:.4f} ± {se[n][0]:.4f}" for n in ("square_wave", "hierarchical")]
-            rows.append([
-                shape, f"{eps:g}", *cells, f"{oue[0]:.4f} ± {se[f'oue{best}'][0]:.4f} (d={best})",
-                f"{auto} {mean[auto][0] / oue[0]:.2f}",
-                " / ".join(f"{mean[n][1]:.4f}" for n in ("square_wave", "hierarchical"))
-                + f" / {oue[1]:.4f}",
-                " / ".join(f"{mean[n][2]:.4f}" for n in ("square_wave", "hierarchical"))
-                + f" / {oue[2]:.4f}",
-            ])
-    return table(["data", "eps", "W1 SW+EMS", "W1 HH", "W1 best OUE", "served: W1 / OUE",
-                  "range MAE SW / HH / OUE", "quantile MAE SW / HH / OUE"], rows)
+            rows.append(
+                [
+                    shape,
+                    f"{eps:g}",
+                    *cells,
+                    f"{oue[0]:.4f} ± {se[f'oue{best}'][0]:.4f} (d={best})",
+                    f"{auto} {mean[auto][0] / oue[0]:.2f}",
+                    " / ".join(f"{mean[n][1]:.4f}" for n in ("square_wave", "hierarchical"))
+                    + f" / {oue[1]:.4f}",
+                    " / ".join(f"{mean[n][2]:.4f}" for n in ("square_wave", "hierarchical"))
+                    + f" / {oue[2]:.4f}",
+                ]
+            )
+    return table(
+        [
+            "data",
+            "eps",
+            "W1 SW+EMS",
+            "W1 HH",
+            "W1 best OUE",
+            "served: W1 / OUE",
+            "range MAE SW / HH / OUE",
+            "quantile MAE SW / HH / OUE",
+        ],
+        rows,
+    )
 
 
-def coverage_table(populations: int, trials: int, extra: tuple[str, ...] = ()) -> str:
-    """Coverage of Square Wave's intervals at each eps (and of ``extra`` mechanisms')."""
+def coverage_table(
+    populations: int,
+    trials: int,
+    shapes: tuple[str, ...] = SHAPES,
+    epsilons: tuple[float, ...] = COVERAGE_EPSILONS,
+    first: int = 0,
+) -> str:
+    """Coverage of Square Wave's served 95% intervals (quantiles: the inverted bootstrap
+    test of the CDF; beside them, from the same replicates, the quantile-scale basic and
+    percentile forms, and the former Woodruff one), over populations first, first + 1, ..."""
     rows = []
     z = 1.959963984540054
-    for shape in SHAPES:
-        for eps in (0.5, 1.0, 4.0):
-            for name in sorted({"square_wave", *extra}):
-                m = build(name, eps)
-                x, w, w2 = search_weights(m)
-                hits = np.zeros(len(QUANTILES) + len(RANGES))
-                widths = np.zeros(len(QUANTILES) + len(RANGES))
-                for p in range(populations):
-                    values = draw(shape, N, 50_000 + p)
-                    truth_q = np.quantile(values, QUANTILES)
-                    truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
-                    share = m.simulate_tallies(values, trials, np.random.default_rng(p)) / N
-                    # Every tally's unbiased CDF and its stderr in one product each.
-                    f = share @ w
-                    se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+    for shape in shapes:
+        for eps in epsilons:
+            m = build("square_wave", eps)
+            x, w, w2 = search_weights(m)
+            nq = len(QUANTILES)
+            hits = {key: np.zeros(nq) for key in ("cdf", "basic", "percentile", "woodruff")}
+            width, error = np.zeros(nq), np.zeros((2, nq))
+            range_hits = np.zeros(len(RANGES))
+            for p in range(first, first + populations):
+                values = draw(shape, N, 50_000 + p)
+                truth_q = np.quantile(values, QUANTILES)
+                truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
+                counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
+                # the served shape, one batch
+                masses = ems(m.transition(), counts, smoothing=smoothing_for(eps))[0]
+                share = counts / N
+                f = share @ w
+                se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+                for row in range(trials):
+                    d = _unshaped(m, share[row], masses[row])
+                    boot = d.bootstrap_cdf()
+                    bands = boot.bands(0.95)
+                    served = [Interval(*boot.interval(q, bands)) for q in QUANTILES]
+                    if row == 0:  # the same as the API's
+                        assert served == d.quantile_intervals(QUANTILES)
+                    replicate = read_quantiles(x, boot.replicate, QUANTILES)
+                    own = read_quantiles(x, boot.own, QUANTILES)[0]
+                    raw = read_quantiles(x, boot.observed, QUANTILES)[0]
+                    ems_q = read_quantiles(x, cdf_of_masses(masses[row], 0.0, 1.0)(x), QUANTILES)[0]
                     for i, q in enumerate(QUANTILES):
-                        for row in range(trials):
-                            interval = quantile_interval(x, f[row], se[row], q, z)
-                            hits[i] += interval.ci_low <= truth_q[i] <= interval.ci_high
-                            widths[i] += interval.ci_high - interval.ci_low
-                    for i, (a, b) in enumerate(RANGES):
-                        d = _unshaped(m, share[0])
-                        ranged = d.range_share(a, b)  # the served one, then every tally's
-                        phi, phi2 = range_weights(m, a, b)
-                        value = share @ phi
-                        sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
-                        assert abs(value[0] - ranged.value) < 1e-9
-                        assert abs(sd[0] - (ranged.stderr or 0.0)) < 1e-9
-                        hits[len(QUANTILES) + i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
-                        widths[len(QUANTILES) + i] += np.sum(2 * z * sd)
-                total = populations * trials
-                rows.append([shape, f"{eps:g}", name, *(f"{h / total:.3f}" for h in hits),
-                             " ".join(f"{w / total:.3f}" for w in widths)])
-    head = [f"p{q * 100:g}" for q in QUANTILES] + [f"[{a:g},{b:g}]" for a, b in RANGES]
-    return table(["data", "eps", "mechanism", *head,
-                  "mean width p50/p90/p99, ranges"], rows)
+                        t = truth_q[i]
+                        hits["cdf"][i] += served[i].ci_low <= t <= served[i].ci_high
+                        lo, hi = np.quantile(replicate[:, i], [0.025, 0.975])
+                        hits["percentile"][i] += lo <= t <= hi
+                        hits["basic"][i] += raw[i] - (hi - own[i]) <= t <= raw[i] - (lo - own[i])
+                        old = quantile_interval(x, f[row], se[row], q, z)
+                        hits["woodruff"][i] += old.ci_low <= t <= old.ci_high
+                        width[i] += served[i].ci_high - served[i].ci_low
+                        error[:, i] += abs(served[i].value - t), abs(ems_q[i] - t)
+                for i, (a, b) in enumerate(RANGES):
+                    phi, phi2 = range_weights(m, a, b)
+                    value = share @ phi
+                    sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
+                    range_hits[i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
+            total = populations * trials
+            rows.append(
+                [
+                    shape,
+                    f"{eps:g}",
+                    *(_covered(int(h), total) for h in hits["cdf"]),
+                    " ".join(f"{h / total:.3f}" for h in hits["basic"]),
+                    " ".join(f"{h / total:.3f}" for h in hits["percentile"]),
+                    " ".join(f"{h / total:.3f}" for h in hits["woodruff"]),
+                    " ".join(f"{h / total:.3f}" for h in range_hits),
+                    " ".join(f"{v / total:.3f}" for v in width),
+                    " / ".join(f"{a / total:.4f} {b / total:.4f}" for a, b in error.T),
+                ]
+            )
+    head = [f"p{q * 100:g} served [95% CI]" for q in QUANTILES]
+    return table(
+        [
+            "data",
+            "eps",
+            *head,
+            "quantile-scale basic p50 p90 p99",
+            "percentile p50 p90 p99",
+            "Woodruff p50 p90 p99",
+            "ranges " + " ".join(f"[{a:g},{b:g}]" for a, b in RANGES),
+            "mean width p50 p90 p99",
+            "abs error served / EMS p50 p90 p99",
+        ],
+        rows,
+    )
 
 
-def _unshaped(m: GridChannel, share: np.ndarray) -> DistributionEstimate:
-    """The intervals' estimator alone (the served shape does not enter them)."""
+def _covered(hits: int, total: int) -> str:
+    """A coverage figure with its exact (Clopper-Pearson) 95% binomial interval."""
+    lo = beta_dist.ppf(0.025, hits, total - hits + 1) if hits > 0 else 0.0
+    hi = beta_dist.ppf(0.975, hits + 1, total - hits) if hits < total else 1.0
+    return f"{hits / total:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _unshaped(m: GridChannel, share: np.ndarray, masses: np.ndarray) -> DistributionEstimate:
+    """The served estimate from a tally share and its EMS shape (computed in a batch)."""
     return DistributionEstimate(
-        m=m, share=share, n=N, masses=np.zeros(m.k + 1), iterations=0, confidence=0.95,
-        edges=np.linspace(0.0, 1.0, 17), quantiles_asked=QUANTILES)
+        m=m,
+        share=share,
+        n=N,
+        masses=masses,
+        iterations=0,
+        confidence=0.95,
+        edges=np.linspace(0.0, 1.0, 17),
+        quantiles_asked=QUANTILES,
+    )
 
 
-def cost_table() -> str:
-    rows = []
-    for eps in (1.0, 4.0):
-        for name in ("square_wave", "hierarchical"):
-            m = build(name, eps)
-            values = draw("beta", N, 7)
-            t = m.simulate_tallies(values, 1, np.random.default_rng(7))[0]
-
-            def served(m: GridChannel = m, t: np.ndarray = t) -> object:
-                return estimate_distribution(m, t, N).to_json()
-
-            d = estimate_distribution(m, t, N)
-            rows.append([f"{eps:g}", name, str(m.num_counters), str(d.iterations),
-                         f"{median_seconds(served, 3) * 1000:.0f} ms"])
-    return table(["eps", "mechanism", "counters", "EMS iterations", "one estimate (served)"],
-                 rows)
-
-
-def sweep_table(surveys: int) -> str:
-    """W1 by smoothing s (Square Wave) and by tree (B, h), on the sweep shapes."""
-    weights = (0.0, 1 / 64, 1 / 32, 1 / 16, 0.1, 0.3)
-    trees = ((2, 3), (2, 4), (2, 5), (4, 2), (4, 3))
-    rows = []
-    for shape in SWEEP_SHAPES:
-        for i, eps in enumerate(EPSILONS):
-            cells: dict[str, list[float]] = {}
-            for s in range(surveys):
-                values = draw(shape, N, 70_000 + 100 * i + s)
-                for w in weights:
-                    cdf = served_cdf(SquareWave(eps, 0.0, 1.0), values, s, smoothing=w)
-                    cells.setdefault(f"s={w:.3g}", []).append(wasserstein1(cdf, values, 0, 1))
-                for b, h in trees:
-                    cdf = served_cdf(HierarchicalHistogram(eps, 0.0, 1.0, b, h), values, s)
-                    cells.setdefault(f"B={b} h={h}", []).append(wasserstein1(cdf, values, 0, 1))
-                for d in OUE_BUCKETS:
-                    cells.setdefault(f"OUE {d}", []).append(
-                        wasserstein1(oue_cdf(values, eps, d, s), values, 0, 1))
-            rows.append([shape, f"{eps:g}", *(f"{np.mean(v):.4f}" for v in cells.values())])
-    return table(["data", "eps", *cells], rows)
+def _option(name: str, default: str) -> str:
+    """The value after ``name`` on the command line, else ``default``."""
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
 def main() -> None:
+    # The cost table and the sweeps import this module's helpers (bench_distribution_more).
+    more = importlib.import_module("benchmarks.bench_distribution_more")
+
     quick = "--quick" in sys.argv
+    if "--smoothing" in sys.argv:
+        surveys = int(_option("--surveys", "20"))
+        epsilons = tuple(float(e) for e in _option("--eps", "0.5,1").split(","))
+        print(header(f"EMS smoothing at low eps: W1, n = {N:,}, {surveys} surveys"))
+        shapes = tuple(_option("--shapes", ",".join(SWEEP_SHAPES)).split(","))
+        print(more.smoothing_table(surveys, epsilons, shapes))
+        return
     if "--sweep" in sys.argv:
         surveys = 2 if quick else 6
         print(header(f"Sweep: W1 to the truth, n = {N:,}, mean of {surveys} surveys"))
-        print(sweep_table(surveys))
+        print(more.sweep_table(surveys))
         return
-    surveys, populations, trials = (3, 2, 50) if quick else (20, 10, 200)
+    surveys = int(_option("--surveys", "3" if quick else "20"))
+    populations = int(_option("--populations", "2" if quick else "10"))
+    trials = int(_option("--trials", "20" if quick else "100"))
+    shapes = tuple(_option("--shapes", ",".join(SHAPES)).split(","))
+    epsilons = tuple(
+        float(e) for e in _option("--eps", ",".join(f"{e:g}" for e in COVERAGE_EPSILONS)).split(",")
+    )
     parts = [a for a in ("--accuracy", "--coverage", "--cost") if a in sys.argv] or [
-        "--accuracy", "--coverage", "--cost"]
+        "--accuracy",
+        "--coverage",
+        "--cost",
+    ]
     if "--accuracy" in parts:
         print(header(f"Accuracy at n = {N:,}, mean ± se of {surveys} surveys"))
         print(accuracy_table(surveys))
         print()
     if "--coverage" in parts:
-        print(header(f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
-                     f"{trials} tallies"))
-        print(coverage_table(populations, trials,
-                             ("square_wave", "hierarchical") if "--both" in sys.argv else ()))
+        print(
+            header(
+                f"Coverage of 95% intervals, n = {N:,}, {populations} populations x "
+                f"{trials} tallies"
+            )
+        )
+        first = int(_option("--first", "0"))
+        print(coverage_table(populations, trials, shapes, epsilons, first))
         print()
     if "--cost" in parts:
         print(header("Cost of one served distribution estimate"))
-        print(cost_table())
+        print(more.cost_table())
 
 
 if __name__ == "__main__":
