@@ -77,7 +77,6 @@ import numpy.typing as npt
 
 from aggregator.quantiles import DEFAULT_BOOTSTRAP, Bootstrap, CdfBootstrap, bootstrap_cdf
 from aggregator.shape import (
-    bootstrap_masses,
     ems,
     isotonic_masses,
     smoothing_for,
@@ -95,7 +94,6 @@ __all__ = [
     "Bootstrap",
     "DistributionEstimate",
     "Interval",
-    "bootstrap_masses",
     "cdf_knots",
     "cdf_of_masses",
     "distribution_json",

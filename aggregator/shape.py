@@ -14,13 +14,9 @@ histogram's by the isotonic regression of its unbiased CDF.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from aggregator.distribution import GridChannel
 
 __all__ = [
     "LOW_EPSILON",
@@ -28,7 +24,6 @@ __all__ = [
     "MAX_ITERATIONS",
     "SMOOTHING",
     "TOLERANCE",
-    "bootstrap_masses",
     "ems",
     "isotonic_masses",
     "smoothing_for",
@@ -128,16 +123,6 @@ def isotonic_masses(unbiased: Floats) -> Floats:
     """
     cdf = np.clip(_pava(np.cumsum(unbiased)[:-1]), 0.0, 1.0)
     return np.diff(np.concatenate([[0.0], cdf, [1.0]]))
-
-
-def bootstrap_masses(m: GridChannel, masses: Floats, n: int, replicates: int, seed: int) -> Floats:
-    """EMS re-run on ``replicates`` tallies drawn as Multinomial(n, masses T): the
-    parametric bootstrap through the exact channel (the benchmark measures its coverage)."""
-    transition = m.transition()
-    predicted = masses @ transition
-    gen = np.random.default_rng(seed)
-    counts = gen.multinomial(n, predicted / predicted.sum(), size=replicates)
-    return ems(transition, counts)[0]
 
 
 def wasserstein1(
