@@ -121,12 +121,29 @@ SPEC_SECRET = "ldp:{spec}:secret"  # noqa: S105 - a key name, not a secret
 # ARGV[7] with KEYS[3]: this slot's member of the index, "epoch:shard".
 # Returns a string of R characters: "0" accepted, "1" duplicate (token spent).
 _INGEST_SLOT = """
+-- unpack() of more than ~8000 values fails ("too many results to unpack": Lua's
+-- C stack), so a slot's HMGET and HSET go in chunks of 4000 arguments (even: an
+-- HSET chunk holds whole field/value pairs).
+local CHUNK = 4000
+local function hmget(key, names)
+  local out = {}
+  for s = 1, #names, CHUNK do
+    local part = redis.call('HMGET', key, unpack(names, s, math.min(s + CHUNK - 1, #names)))
+    for i = 1, #part do out[s + i - 1] = part[i] end
+  end
+  return out
+end
+local function hset(key, flat)
+  for s = 1, #flat, CHUNK do
+    redis.call('HSET', key, unpack(flat, s, math.min(s + CHUNK - 1, #flat)))
+  end
+end
 local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
   local r = tonumber(a2)
   local records = a3
   local buckets = {}
   for i = 1, r do buckets[i] = string.sub(records, 8 * i - 7, 8 * i - 6) end
-  local held = redis.call('HMGET', dkey, unpack(buckets))
+  local held = hmget(dkey, buckets)
   local now, changed, order = {}, {}, {}
   local out, refused = {}, {}
   local accepted = 0
@@ -156,7 +173,7 @@ local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
     fields[#fields + 1] = b
     fields[#fields + 1] = now[b]
   end
-  redis.call('HSET', dkey, unpack(fields))
+  hset(dkey, fields)
   -- The counters: one HMGET and one HSET (a call from Lua costs Redis more than
   -- the arithmetic), exact integers while a counter is below 2^53.
   local idx, inc, pos = {}, {}, {}
@@ -177,7 +194,7 @@ local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
   end
   idx[#idx + 1] = 'n'
   inc[#idx] = accepted
-  local have = redis.call('HMGET', tkey, unpack(idx))
+  local have = hmget(tkey, idx)
   local set = {}
   for j = 1, #idx do
     if inc[j] ~= 0 then
@@ -185,7 +202,7 @@ local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
       set[#set + 1] = string.format('%d', (tonumber(have[j]) or 0) + inc[j])
     end
   end
-  redis.call('HSET', tkey, unpack(set))
+  hset(tkey, set)
   redis.call('EXPIREAT', dkey, a1)
   redis.call('EXPIREAT', tkey, a6)
   return table.concat(out), accepted

@@ -223,3 +223,33 @@ async def test_a_long_server_secret_is_accepted(redis_url: str) -> None:
         assert await store.ingest([valid(spec, today(), 1)]) == ["accepted"]
     finally:
         await store.close()
+
+
+async def test_a_slot_with_tens_of_thousands_of_counters_is_ingested(redis_url: str) -> None:
+    """OUE over 20,000 values at eps 4 (360 set bits per report, within the cost cap):
+    one shard, 300 reports touch ~17,000 distinct counters in one slot.  The script's
+    HMGET/HSET of that many fields once failed in Lua's unpack ("too many results to
+    unpack", every batch refused); they now go in chunks."""
+    store = Store.connect(redis_url, shards=1)
+    try:
+        spec, _ = await store.create_metric(MetricSpec.from_json({
+            "name": "wide", "kind": "categorical", "epsilon": 4.0, "mechanism": "oue",
+            "domain": [f"v{i}" for i in range(20000)]}))
+        m = spec.build()
+        rng = random.Random(11)
+        epoch = today()
+        reports = [
+            ValidReport(spec, epoch, f"{i:032x}", f"{i:064x}",
+                        m.counters(m.randomize(rng.randrange(20000), rng=rng)))
+            for i in range(300)
+        ]
+        expected = [0] * m.num_counters
+        for r in reports:
+            for c in r.counters:
+                expected[c] += 1
+        assert sum(1 for x in expected if x) > 8000  # past the old unpack limit
+        assert await store.ingest(reports) == ["accepted"] * 300
+        assert await store.ingest(reports[:10]) == ["duplicate"] * 10
+        assert await store.read_tallies(spec, [epoch]) == {epoch: (expected, 300)}
+    finally:
+        await store.close()
