@@ -262,6 +262,8 @@ class DistributionEstimate:
         for q in qs:
             if not 0 < q < 1:
                 raise ValueError(f"a quantile must be in (0, 1), got {q!r}")
+        if not qs:
+            return []
         boot = self.bootstrap_cdf()
         bands = boot.bands(self.confidence)
         return [Interval(*boot.interval(q, bands)) for q in qs]
@@ -374,8 +376,9 @@ def distribution_json(
     """
     if not isinstance(m, SquareWave | HierarchicalHistogram):
         raise ValueError(f"{m.name} estimates no distribution; square_wave and hierarchical do")
+    asked = quantiles if "quantiles" in statistics else ()  # the bootstrap only if served
     d = estimate_distribution(
-        m, tallies, n, confidence, quantiles=quantiles, buckets=min(buckets, MAX_BUCKETS)
+        m, tallies, n, confidence, quantiles=asked, buckets=min(buckets, MAX_BUCKETS)
     )
     body = d.to_json()
     out: dict[str, Any] = {}

@@ -11,7 +11,7 @@ process (``time.process_time``: Redis runs in its own process) is divided by
 its requests.  Variants of the collector remove one part at a time:
 
     collector        the whole request
-    no token check   ``TokenService.verify`` replaced by a pass-through
+    no token check   ``TokenService.check`` replaced by a pass-through
     no Redis write   ``Store.ingest`` replaced by "all accepted" (also removes
                      the request's only wait on Redis, so it saves a little more
                      than the call's own cost)
@@ -124,53 +124,23 @@ async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
 
     async def no_check(
         self: TokenService, reports: list[ValidReport], positions: list[int]
-    ) -> tuple[list[ValidReport], list[int], list[int]]:
-        return [r._replace(token=r.token[:43]) for r in reports], list(positions), []
+    ) -> tuple[list[ValidReport], list[int], dict[int, str]]:
+        return [r._replace(token=r.token[:43]) for r in reports], list(positions), {}
 
     async def no_write(self: Store, reports: list[ValidReport]) -> list[str]:
         return ["accepted"] * len(reports)
 
     epoch = int(time.time() // 86400)
     count = BLOCK * (blocks + 1) * 5 + 400
-    real = iter(
-        [
-            r
-            for r, _ in build_requests(
-                "127.0.0.1",
-                INGEST_KEY,
-                BENCH_SPEC["name"],
-                1,
-                epoch,
-                "grr",
-                len(BENCH_SPEC["domain"]),
-                1.0,
-                1,
-                count,
-                False,
-                3,
-            )
-        ]
-    )
-    fake = iter(
-        [
-            r
-            for r, _ in build_requests(
-                "127.0.0.1",
-                INGEST_KEY,
-                BENCH_SPEC["name"],
-                1,
-                epoch,
-                "grr",
-                len(BENCH_SPEC["domain"]),
-                1.0,
-                1,
-                count,
-                False,
-                4,
-                fake_tokens=True,
-            )
-        ]
-    )
+
+    def requests(seed: int, fake_tokens: bool) -> Iterator[Any]:
+        built = build_requests("127.0.0.1", INGEST_KEY, BENCH_SPEC["name"], 1, epoch, "grr",
+                               len(BENCH_SPEC["domain"]), 1.0, 1, count, False, seed,
+                               fake_tokens=fake_tokens)
+        return iter([r for r, _ in built])
+
+    real = requests(3, fake_tokens=False)
+    fake = requests(4, fake_tokens=True)
     collector, minimal = create_app(), minimal_app()
     async with (
         collector.router.lifespan_context(collector),
@@ -184,7 +154,7 @@ async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
             str, tuple[Call, Iterator[bytes], Callable[[], AbstractContextManager[None]]]
         ] = {
             "collector": (whole, real, nullcontext),
-            "no token check": (whole, real, lambda: _patched(TokenService, "verify", no_check)),
+            "no token check": (whole, real, lambda: _patched(TokenService, "check", no_check)),
             "no Redis write": (whole, real, lambda: _patched(Store, "ingest", no_write)),
             "minimal": (asgi_caller(minimal), fake, nullcontext),
         }

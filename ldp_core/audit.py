@@ -283,15 +283,16 @@ def audit_all(
 
 def format_table(results: Sequence[AuditResult]) -> str:
     """A plain-text table of audits, one row each, and a verdict line."""
+    width = max([24, *(len(r.label) for r in results)])
     header = (
-        f"{'mechanism':<24} {'eps_inf':>7} {'declared':>9} {'lower bd':>9} "
+        f"{'mechanism':<{width}} {'eps_inf':>7} {'declared':>9} {'lower bd':>9} "
         f"{'lb/decl':>7} {'null':>6} {'trials':>9}  verdict"
     )
     lines = [header, "-" * len(header)]
     for r in results:
         inf = "-" if r.epsilon_inf is None else f"{r.epsilon_inf:g}"
         lines.append(
-            f"{r.label:<24} {inf:>7} {r.declared_epsilon:>9.4f} {r.lower_bound:>9.4f} "
+            f"{r.label:<{width}} {inf:>7} {r.declared_epsilon:>9.4f} {r.lower_bound:>9.4f} "
             f"{r.lower_bound / r.declared_epsilon:>7.3f} {r.null_control:>6.3f} "
             f"{r.trials:>9}  {'VIOLATION' if r.violation else 'ok'}"
         )

@@ -248,6 +248,8 @@ def test_audit_all_and_format_table() -> None:
     table = format_table(results)
     assert table.count("\n") == len(results) + 3
     assert "oue/2-level d=8" in table and "0 violations" in table
+    rows = table.splitlines()[2:-2]
+    assert len({len(row) for row in rows}) == 1, rows  # aligned, the longest label too
 
 
 @pytest.mark.slow
