@@ -60,7 +60,7 @@ def test_parser_has_every_command() -> None:
     ):
         assert parser.parse_args(argv).handler
     demo = parser.parse_args(["demo"])
-    assert demo.devices == 20_000 and demo.collector_port == 0
+    assert demo.devices == 5_000 and demo.collector_port == 0
     up = parser.parse_args(["up"])
     assert (up.host, up.collector_port, up.aggregator_port) == ("127.0.0.1", 8000, 8001)
 
