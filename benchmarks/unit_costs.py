@@ -7,6 +7,9 @@
   per bucket) on a private redis-server: its bytes per bucket (``MEMORY USAGE``)
   and the Redis CPU and append-only bytes of a one-report ingest script call.
 
+Run one alone: ``.venv/bin/python -m benchmarks.unit_costs sign_ms`` (or
+``verify_us``, ``estimate_ms``); ``benchmarks/capacity.py`` runs them all.
+
 >>> DEPTHS[0], DEPTHS[-1] * 65_536
 (1, 249036800)
 """
@@ -59,7 +62,7 @@ def verify_us(bits: int = 2048, count: int = 300) -> float:
     return 1e6 * statistics.median(rounds)
 
 
-def sign_ms(count: int = 20) -> float:
+def sign_ms(count: int = 200) -> float:
     """Issuer CPU ms per blind signature (``TokenKey.blind_sign``, 2048 bits)."""
     from ldp_core import tokens
 
@@ -127,3 +130,11 @@ def _cpu(client: redis.Redis) -> float:
 
 def _aof(client: redis.Redis) -> int:
     return int(client.info("persistence").get("aof_current_size", 0))
+
+
+if __name__ == "__main__":
+    import sys
+
+    costs = {"sign_ms": sign_ms, "verify_us": verify_us, "estimate_ms": estimate_ms}
+    for name in sys.argv[1:] or list(costs):
+        print(f"{name} = {costs[name]():.4g}; load average {os.getloadavg()[0]:.2f}")

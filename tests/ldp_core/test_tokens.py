@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,6 +143,30 @@ def test_blind_sign_refuses_out_of_range_input(issuer: TokenKey) -> None:
         issuer.blind_sign(b"\x01" * 10)
     with pytest.raises(TokenError, match="not below the modulus"):
         issuer.blind_sign(b"\xff" * 256)
+
+
+def test_blind_sign_is_the_textbook_rsa_private_operation(issuer: TokenKey) -> None:
+    """The CRT result equals ``m^d mod n`` (Python ``int``), for random m: half of
+    them have s1 < s2, the branch where the recombination reduces a negative value."""
+    numbers = issuer.private.private_numbers()
+    n, d = issuer.public.n, numbers.d
+    rng = random.Random(9474)
+    for _ in range(64):
+        m = rng.randrange(n)
+        assert issuer.blind_sign(m.to_bytes(256, "big")) == pow(m, d, n).to_bytes(256, "big")
+    assert issuer.blind_sign(bytes(256)) == bytes(256)
+
+
+def test_blind_sign_refuses_a_faulty_result(issuer: TokenKey) -> None:
+    """RFC 9474 section 4.3: a fault in one CRT half (here a wrong exponent mod p)
+    must not leave the issuer, since it reveals a factor of n (gcd(s^e - m, n))."""
+    faulty = TokenKey(issuer.private)
+    crt = faulty._crt
+    object.__setattr__(faulty, "_crt", replace(crt, dmp1=crt.dmp1 + 2))
+    pending = tokens.prepare(issuer.public, "day", 5)
+    with pytest.raises(TokenError, match="failed its check"):
+        faulty.blind_sign(pending.blinded)
+    assert issuer.blind_sign(pending.blinded)
 
 
 def test_public_key_json_round_trip_checks_the_key_id(issuer: TokenKey) -> None:
