@@ -32,7 +32,7 @@ ALLOWED = {
 }
 #: Third-party packages a device package may import only inside a function.
 SERVER_ONLY = ("numpy", "scipy", "redis", "fastapi", "starlette", "uvicorn", "pydantic",
-               "pydantic_settings", "orjson", "cryptography")
+               "pydantic_settings", "orjson", "cryptography", "gmpy2")
 
 
 def _module_name(path: Path) -> str:
