@@ -50,13 +50,15 @@ _NORMAL = NormalDist()
 @dataclass(frozen=True)
 class _Rows:
     """A level's table as its rows' distinct counters: ``value`` held by ``weight``
-    (= how many of the g buckets) in row ``row``; ``top`` each row's largest."""
+    (= how many of the g buckets) in row ``row``; ``top`` each row's largest;
+    ``variance`` the null count's, K''(0)."""
 
     row: npt.NDArray[np.intp]
     value: npt.NDArray[np.float64]
     weight: npt.NDArray[np.float64]
     top: npt.NDArray[np.float64]
     g: int
+    variance: float
 
     @classmethod
     def of(cls, block: npt.ArrayLike) -> _Rows:
@@ -69,7 +71,14 @@ class _Rows:
         keys, weight = np.unique(table * seeds + np.arange(seeds)[:, None], return_counts=True)
         value, row = np.divmod(keys, seeds)
         top = table.max(axis=1).astype(np.float64)
-        return cls(row, value.astype(np.float64), weight.astype(np.float64), top, table.shape[1])
+        return cls(
+            row,
+            value.astype(np.float64),
+            weight.astype(np.float64),
+            top,
+            table.shape[1],
+            float(table.var(axis=1).sum()),
+        )
 
     @property
     def mean(self) -> float:
@@ -107,7 +116,7 @@ class _Rows:
         """The t > 0 with K'(t) = x (x strictly between the mean and ``most``):
         Newton's steps kept inside a bracket that halves when they leave it."""
         low, high = 0.0, math.inf
-        t = 1.0
+        t = (x - self.mean) / self.variance  # the normal's guess
         for _ in range(200):
             _, first, second = self.cumulants(t)
             if abs(first - x) < 1e-9 * max(x, 1.0):
@@ -155,15 +164,22 @@ def count_cut(block: npt.ArrayLike, alpha: float) -> int:
     rows = _Rows.of(block)
     if rows.tail(rows.most) > alpha:
         return rows.most + 1
-    # Bisect on the saddle point (P falls as t and x = K'(t) rise) until x is
-    # pinned within a count, then settle the integer.
-    low, high = 0.0, 1.0
-    while rows.tail_at(high)[1] > alpha and rows.cumulants(high)[1] < rows.most - 1:
-        low, high = high, 2 * high
-    while rows.cumulants(high)[1] - rows.cumulants(low)[1] > 1:
+    # Bisect on the saddle point t (P falls as t and x = K'(t) rise), from the
+    # normal's guess, until x is pinned within a count; then settle the integer.
+    low, x_low = 0.0, rows.mean
+    high = _NORMAL.inv_cdf(1 - alpha) / math.sqrt(rows.variance)
+    x_high, p_high = rows.tail_at(high)
+    while p_high > alpha and x_high < rows.most - 1:
+        low, x_low, high = high, x_high, 2 * high
+        x_high, p_high = rows.tail_at(high)
+    while x_high - x_low > 1:
         mid = (low + high) / 2
-        low, high = (mid, high) if rows.tail_at(mid)[1] > alpha else (low, mid)
-    cut = min(math.ceil(rows.cumulants(high)[1]), rows.most)
+        x_mid, p_mid = rows.tail_at(mid)
+        if p_mid > alpha:
+            low, x_low = mid, x_mid
+        else:
+            high, x_high = mid, x_mid
+    cut = min(math.ceil(x_high), rows.most)
     while rows.tail(cut - 1) <= alpha:
         cut -= 1
     while rows.tail(cut) > alpha:
