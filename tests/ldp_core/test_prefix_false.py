@@ -4,9 +4,10 @@ The discovery cut states at most FALSE_DISCOVERIES (0.05) expected per run.  A r
 with one has probability at most that expectation, and the runs are independent,
 so over R runs the number with a false discovery is at most Binomial(R, 0.05) in
 the upper tail: the bound below is exceeded with probability <= 1e-6 if the
-stated rate holds.  At these small n the counters hold about one report per seed
-and bucket row; the previous cut (the normal 1 - 0.05/N quantile) put a false
-discovery in 69 of 100 runs (one level) and 25 of 60 (memoised form).
+stated rate holds.  At these small n a seed's row holds a few reports at most
+(0.25 at the last level for 1,000 devices); the previous cut (the normal
+1 - 0.05/N quantile) put a false discovery in 69 of 100 runs (one level) and 25
+of 60 (memoised form).
 """
 
 from __future__ import annotations
