@@ -4,6 +4,9 @@ Workload (issue 16): 10,000 random strings over a-z of length 1..6 (uniform
 length), Zipf(1.1) over them, n reports, eps = 4, one report per user.  The
 same n reports go to every method.
 
+False discoveries: confident strings that no device holds (true count 0 in the
+run's data); the discovery cut states at most 0.05 expected per run.
+
 Coverage is over the confident discoveries (above the Bonferroni cut), whose
 intervals are conditional on that selection (``prefix_selection``); a candidate
 listed only to fill the top 20 was picked by rank among ~30,000, and its plain
@@ -33,7 +36,10 @@ share of found strings whose 95% interval holds the true share.  Large n
 10^7 reports at once); decoding time and its peak traced memory.
 
     python benchmarks/bench_strings.py [--reports 100000] [--runs 3] [--big 1000000,10000000]
-        [--peers pem,treehist,sfp] [--first-seed 100]
+        [--peers pem,treehist,sfp] [--first-seed 100] [--null]
+
+``--null``: the tail of the last level's support count for strings no device holds,
+against the normal cut and the exact null law (``prefix_null``) at rates 1e-2..1e-6.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._table import header, table
 from ldp_core.clopper_pearson import cp_lower, cp_upper
 from ldp_core.mechanisms.prefix import PrefixOLH
+from ldp_core.mechanisms.prefix_discovery import FALSE_DISCOVERIES
 
 EPSILON = 4.0
 ZIPF_S = 1.1
@@ -95,9 +102,10 @@ def ours(strings: list[str], counts: npt.NDArray[np.int64], seed: int) -> dict[s
     truth = dict(zip(strings, counts / n, strict=True))
     covered = [f.ci_low <= truth.get(f.value, 0.0) <= f.ci_high
                for f in found.found if f.confident]
+    false = [f.value for f in found.found if f.confident and truth.get(f.value, 0.0) == 0]
     return {
         "names": [f.value for f in found.found], "seconds": seconds,
-        "covered": covered, "threshold": found.threshold, "n": n,
+        "covered": covered, "threshold": found.threshold, "n": n, "false": false,
         "confident": sum(f.confident for f in found.found), "counters": m.num_counters,
     }
 
@@ -209,6 +217,7 @@ def side_by_side(reports: int, runs: int, peers: list[str], first: int = 0) -> s
                     f"{np.mean(r20):.2f} ({min(r20):.2f}-{max(r20):.2f})",
                     f"{secs:.3f} s", f"{secs / base:.0f}x" if kind != "ours" else "1x"])
     covered = [c for r in rows["ours"] for c in r["covered"]]
+    false = [len(r["false"]) for r in rows["ours"]]
     threshold = float(np.median([r["threshold"] for r in rows["ours"]]))
     lines = [
         f"n = {reports:,}, eps = {EPSILON:g}, {DISTINCT:,} strings, Zipf({ZIPF_S}), "
@@ -223,6 +232,9 @@ def side_by_side(reports: int, runs: int, peers: list[str], first: int = 0) -> s
         f"true share inside their 95% interval; detection threshold (found with 95% "
         f"probability) {threshold:.4f} = {threshold * reports:,.0f} reports; "
         f"{rows['ours'][0]['counters']:,} counters, whatever n.",
+        f"ours: false discoveries (a confident string no device holds) {sum(false)} in "
+        f"{runs} runs, {sum(x > 0 for x in false)} runs with one (the cut states <= "
+        f"{FALSE_DISCOVERIES:g} expected per run).",
     ]
     return "\n".join(lines)
 
@@ -259,6 +271,47 @@ def big(sizes: list[int]) -> str:
                   "threshold (share)"], out)
 
 
+def null_tail(reports: int, runs: int, first: int, per_run: int = 50_000) -> str:
+    """The last level's support count of random strings no device holds (length 6, the
+    candidates' length there), against the two cuts at each rate alpha: the normal
+    quantile at the null law's own mean and sd (the old cut) and the exact law's
+    (``prefix_null.count_cut``).  Each column expects alpha x candidates."""
+    from statistics import NormalDist
+
+    from ldp_core.mechanisms.prefix_null import count_cut
+
+    m = PrefixOLH(epsilon=EPSILON, max_length=LONGEST)
+    level = len(m.cuts) - 1
+    alphas = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+    normal, exact = np.zeros(len(alphas), dtype=int), np.zeros(len(alphas), dtype=int)
+    letters = np.array(list(string.ascii_lowercase))
+    tested = 0
+    for run in range(first, first + runs):
+        strings, shares = workload(run)
+        counts = np.random.default_rng(10_000 + run).multinomial(reports, shares)
+        codes = np.array([m.check_value(s) for s in strings], dtype=np.int64)
+        tallies = m.simulate_counts(codes, counts, np.random.default_rng(run))
+        block = tallies.reshape(len(m.cuts), m.seeds, m.g)[level]
+        gen = np.random.default_rng(20_000 + run)
+        held = set(strings)
+        null = [s for s in ("".join(w) for w in gen.choice(letters, (per_run, LONGEST)))
+                if s not in held]
+        support = np.concatenate([
+            m.support(level, block, np.array([m.check_value(s) for s in null[i:i + 2000]]))
+            for i in range(0, len(null), 2000)])
+        mean, sd = block.mean(axis=1).sum(), np.sqrt(block.var(axis=1).sum())
+        for i, alpha in enumerate(alphas):
+            normal[i] += int((support >= np.ceil(mean + NormalDist().inv_cdf(1 - alpha) * sd))
+                             .sum())
+            exact[i] += int((support >= count_cut(block, alpha)).sum())
+        tested += len(null)
+    rows = [["normal cut (old)", *map(str, normal)], ["exact law (new)", *map(str, exact)],
+            ["expected", *(f"{a * tested:.1f}" for a in alphas)]]
+    return (f"{tested:,} strings no device holds (random, length 6) over {runs} runs, data "
+            f"seeds {first}-{first + runs - 1}: how many reach each cut\n\n"
+            + table(["alpha", *(f"{a:g}" for a in alphas)], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reports", type=int, default=100_000)
@@ -266,6 +319,8 @@ def main() -> None:
     parser.add_argument("--peers", default="pem,treehist,sfp",
                         help="comma-separated subset of pem,treehist,sfp ('' for none)")
     parser.add_argument("--big", default="", help="comma-separated n for ours alone")
+    parser.add_argument("--null", action="store_true",
+                        help="only the null tail of the last level's count (ours)")
     parser.add_argument("--first-seed", type=int, default=0,
                         help="data seed of the first run (the discovery settings were "
                              "chosen on seeds 0-11: report figures from others, e.g. 100)")
@@ -277,6 +332,9 @@ def main() -> None:
         except ImportError as exc:
             sys.exit(f"pure-ldp is not installed here ({exc}); see the module docstring")
     print(header("Strings nobody listed: heavy hitters without a candidate list"))
+    if args.null:
+        print(null_tail(args.reports, args.runs, args.first_seed))
+        return
     print(side_by_side(args.reports, args.runs, peers, args.first_seed))
     if args.big:
         print()

@@ -4,8 +4,12 @@ Level by level, the candidates are the survivors of the previous level
 extended by every symbol string of the gap (an ended prefix only by end
 marks); their support counts come from the counters, never from the reports
 (``extension_counts``).  The best survivors above a floor go on; the last
-level keeps the candidates above a Bonferroni cut, and each string's estimate
-pools every level that sees it whole (``pooled``).  The answer states what it
+level keeps the candidates whose support count reaches the Bonferroni cut of
+its exact null law (``prefix_null.count_cut``: a string no device holds is
+listed with probability <= FALSE_DISCOVERIES / N, N the last level's
+candidates, so <= FALSE_DISCOVERIES false discoveries are expected per run
+over a uniform hash family), and each string's estimate pools every level
+that sees it whole (``pooled``; the pool selects nothing).  The answer states what it
 could not see: the detection threshold (``threshold``).
 
 >>> import numpy as np
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
+from ldp_core.mechanisms.prefix_null import count_cut
 from ldp_core.mechanisms.prefix_selection import selective_interval
 
 if TYPE_CHECKING:
@@ -41,7 +46,8 @@ __all__ = ["Discovered", "Discovery", "discover", "extension_counts", "extension
 SURVIVORS: tuple[int, ...] = (96, 48)
 #: A survivor must be this many null standard deviations above zero.
 SURVIVOR_FLOOR = 1.0
-#: Expected false discoveries at the last level (Bonferroni over its candidates).
+#: Expected false discoveries (listed strings no device holds) per answer: Bonferroni
+#: over the last level's candidates, each at its support count's exact null tail.
 FALSE_DISCOVERIES = 0.05
 #: An extension this many null standard deviations up is taken out of its parent's mass.
 Z_SURE = 4.0
@@ -59,8 +65,8 @@ class Discovered:
     ci_low: float
     ci_high: float
     count: float
-    #: Above the last level's cut (expected false discoveries <= FALSE_DISCOVERIES);
-    #: else one of the ``top`` best candidates asked for.
+    #: Its last-level count reached the cut (expected false discoveries per answer
+    #: <= FALSE_DISCOVERIES); else one of the ``top`` best candidates asked for.
     confident: bool
 
 
@@ -219,15 +225,17 @@ def discover(
             order = order[score[order] > SURVIVOR_FLOOR * np.sqrt(score_var[order])]
             kept, kept_score, kept_var = codes[order], score[order], score_var[order]
             cuts.append(float(score[order[-1]]) if len(order) else 1.0)
-    z_find = NormalDist().inv_cdf(1 - FALSE_DISCOVERIES / max(len(est), 1))
-    cuts.append(z_find * sd_null / nl)
+    # The least support count a candidate no device holds reaches with probability
+    # <= FALSE_DISCOVERIES / (candidates tested), from its exact null law (prefix_null).
+    least = count_cut(blocks[level], FALSE_DISCOVERIES / max(len(est), 1))
+    cut = (least - 0.5 - nl * q) / (p - q) / nl  # share: est > cut * nl iff count >= least
+    cuts.append(cut)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    shortlist = top_order(score, max(3 * top, 60, int((est > z_find * sd_null).sum())))
+    shortlist = top_order(score, max(3 * top, 60, int((est > cut * nl).sum())))
     merged = pooled(m, blocks, level_n, squares, codes[shortlist], est[shortlist] / nl, epochs)
-    cut = z_find * sd_null / nl
     found = []
     for rank, k in enumerate(np.argsort(-merged[:, 0], kind="stable")):
-        confident = bool(est[shortlist[k]] > z_find * sd_null)
+        confident = bool(est[shortlist[k]] > cut * nl)
         if not confident and rank >= top:
             continue
         value, se, weight, sd_last = (float(x) for x in merged[k])
