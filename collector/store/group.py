@@ -34,13 +34,18 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["GROUP_LIMIT", "GroupCommit"]
+__all__ = ["ALONE", "GROUP_LIMIT", "GroupCommit"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: Most items one write takes: the size of the largest batch a request may send.
 GROUP_LIMIT = 1000
+
+#: A request with this many reports or more is written by a call of its own, at once
+#: (``Store.ingest_grouped``): one call is already shared by its reports, and waiting
+#: for another request's write would serialise its Python preparation behind it.
+ALONE = 100
 
 
 class GroupCommit(Generic[T, R]):

@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple
 import redis.exceptions
 
 from collector.store.base import StoreBase
-from collector.store.group import GroupCommit
+from collector.store.group import ALONE, GroupCommit
 from collector.store.schema import (
     INGEST_BATCH_LUA,
     INGEST_BATCH_SHA,
@@ -89,7 +89,10 @@ class Ingest(StoreBase):
     async def ingest_grouped(self, reports: Sequence[ValidReport]) -> list[Outcome]:
         """``ingest``, the reports of concurrent callers written by one call
         (``collector.store.group``: at most 1000 reports, one caller's never split; a
-        failure raises in every caller of the group).  The route's write."""
+        failure raises in every caller of the group).  The route's write.  A batch of
+        ``ALONE`` (100) reports or more is written alone, at once."""
+        if len(reports) >= ALONE:
+            return await self.ingest(reports)
         if self._group is None:
             self._group = GroupCommit(lambda group: self.ingest(group))
         return await self._group.submit(reports)

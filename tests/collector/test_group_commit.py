@@ -18,7 +18,7 @@ import redis
 import redis.exceptions
 
 from collector.store import Store, ValidReport
-from collector.store.group import GroupCommit
+from collector.store.group import ALONE, GroupCommit
 from collector.store.schema import tally_tag
 from ldp_core.metric import MetricSpec
 from ldp_core.wire import Envelope, encode_batch
@@ -64,6 +64,22 @@ async def test_one_turn_is_one_script_call_and_each_caller_gets_its_own(
     assert answers == [["accepted", "accepted"], ["duplicate"], ["accepted", "duplicate"]]
     # Counted: warm (0), a (1), t (2), b (1); the duplicates' counters were not.
     assert await store.read_tallies(spec, [epoch]) == {epoch: ([1, 2, 1, 0], 4)}
+
+
+async def test_a_large_batch_is_written_alone(store: Store, redis_url: str) -> None:
+    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    epoch = today()
+    await store.ingest([report(spec, epoch, "warm", 0)])
+    before = evalsha_calls(redis_url)
+    large = [report(spec, epoch, f"l{i}", i % 4) for i in range(ALONE)]
+    answers = await asyncio.gather(
+        store.ingest_grouped([report(spec, epoch, "s1", 1)]),
+        store.ingest_grouped(large),
+        store.ingest_grouped([report(spec, epoch, "s2", 2), report(spec, epoch, "s1", 3)]),
+    )
+    assert evalsha_calls(redis_url) - before == 2  # the large batch, then both small ones
+    assert answers[0] == ["accepted"] and answers[1] == ["accepted"] * ALONE
+    assert answers[2] == ["accepted", "duplicate"]  # s1 was in the group, first
 
 
 async def test_a_failed_script_fails_every_caller_of_its_group_and_counts_nothing(
