@@ -294,12 +294,14 @@ def _single_table(singles: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> 
                      f"{c['requests_per_s'] / m['requests_per_s']:.0%}",
                      f"{c.get('server_cpu_ms', 0):.2f} / {m.get('server_cpu_ms', 0):.2f}",
                      f"{c.get('redis_cpu_ms', 0):.3f} / {m.get('redis_cpu_ms', 0):.3f}",
+                     f"{c.get('requests_per_call', 0):.2f}",
                      " ".join(f"{x:,.0f}" for x in c["rounds"]),
                      " ".join(f"{x:,.0f}" for x in m["rounds"])))
     return "\n" + table(("body", "run", "collector req/s", "minimal req/s", "ratio",
                          "server CPU ms/request (collector / minimal)",
                          "Redis CPU ms/request (collector / minimal)",
-                         "collector rounds req/s", "minimal rounds req/s"), rows) + "\n"
+                         "collector requests per script call", "collector rounds req/s",
+                         "minimal rounds req/s"), rows) + "\n"
 
 
 def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, ceiling: float,
@@ -389,7 +391,12 @@ def write_result(text: str, name: str) -> Path:
     dirty = " + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""
     folder = REPO_ROOT / "benchmarks" / "results"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{dt.datetime.now(dt.UTC):%Y-%m-%d-%H%M}-{name}.md"
+    stamp = f"{dt.datetime.now(dt.UTC):%Y-%m-%d-%H%M}"
+    path = folder / f"{stamp}-{name}.md"
+    for n in range(2, 100):  # two runs in one minute: keep both
+        if not path.exists():
+            break
+        path = folder / f"{stamp}-{name}-{n}.md"
     path.write_text(f"{text.rstrip()}\n\nCode measured: {commit}{dirty}.\n")
     return path
 
