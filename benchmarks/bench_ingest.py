@@ -15,6 +15,8 @@ same increments (redis-benchmark, pipelined HINCRBY; a redis-py pipeline loop
 if redis-benchmark is not on PATH) and Redis' own CPU while it served.
 
 Run: ``.venv/bin/python benchmarks/bench_ingest.py [--quick] [--plain] [--single]``.
+The tables are printed and written to
+``benchmarks/results/<UTC date>-<time>-ingest[-single][-quick].md`` (``--no-write``: not).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from benchmarks._services import INGEST_KEY, REPO_ROOT, Stack, redis_cpu_seconds
 from benchmarks._table import header, table
 
 __all__ = ["BENCH_SPEC", "CASES", "IngestRun", "alternating_run", "load", "one_run",
-           "redis_ceiling", "script_usec", "section", "summarise"]
+           "redis_ceiling", "script_usec", "section", "summarise", "write_result"]
 
 #: The metric every ingest run reports to (GRR, one counter per report).
 BENCH_SPEC: dict[str, Any] = {
@@ -292,12 +294,14 @@ def _single_table(singles: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> 
                      f"{c['requests_per_s'] / m['requests_per_s']:.0%}",
                      f"{c.get('server_cpu_ms', 0):.2f} / {m.get('server_cpu_ms', 0):.2f}",
                      f"{c.get('redis_cpu_ms', 0):.3f} / {m.get('redis_cpu_ms', 0):.3f}",
+                     f"{c.get('requests_per_call', 0):.2f}",
                      " ".join(f"{x:,.0f}" for x in c["rounds"]),
                      " ".join(f"{x:,.0f}" for x in m["rounds"])))
     return "\n" + table(("body", "run", "collector req/s", "minimal req/s", "ratio",
                          "server CPU ms/request (collector / minimal)",
                          "Redis CPU ms/request (collector / minimal)",
-                         "collector rounds req/s", "minimal rounds req/s"), rows) + "\n"
+                         "collector requests per script call", "collector rounds req/s",
+                         "minimal rounds req/s"), rows) + "\n"
 
 
 def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, ceiling: float,
@@ -371,15 +375,47 @@ def _tables(runs: list[IngestRun], shares: dict[str, list[float]], method: str, 
     return "\n".join(text) + "\n"
 
 
+def write_result(text: str, name: str) -> Path:
+    """Write ``text`` to ``benchmarks/results/<UTC date>-<time>-<name>.md``, with the
+    commit it measured (and "+ changes" if the work tree differs from it)."""
+    import datetime as dt
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True,
+                                  text=True, check=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown commit"
+    dirty = " + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+    folder = REPO_ROOT / "benchmarks" / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = f"{dt.datetime.now(dt.UTC):%Y-%m-%d-%H%M}"
+    path = folder / f"{stamp}-{name}.md"
+    for n in range(2, 100):  # two runs in one minute: keep both
+        if not path.exists():
+            break
+        path = folder / f"{stamp}-{name}-{n}.md"
+    path.write_text(f"{text.rstrip()}\n\nCode measured: {commit}{dirty}.\n")
+    return path
+
+
 def main() -> None:
-    """Print the ingest section."""
+    """Print the ingest section and write it to ``benchmarks/results/``."""
     ap = argparse.ArgumentParser(description="ingest benchmark")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--plain", action="store_true",
                     help="also plain `uvicorn --workers N` (Nagle on), one run per batch")
     ap.add_argument("--single", action="store_true", help="only the single-report cases")
+    ap.add_argument("--no-write", action="store_true",
+                    help="print only; do not write benchmarks/results/")
     args = ap.parse_args()
-    print(section(args.quick, args.plain, args.single))
+    text = section(args.quick, args.plain, args.single)
+    print(text)
+    if not args.no_write:
+        name = "ingest" + "-single" * args.single + "-quick" * args.quick
+        print(f"wrote {write_result(text, name)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ requests_per_s, p50_ms, p99_ms, exhausted) summed over its rounds, the Redis
 CPU cores and EVALSHA microseconds per report it caused, and ``rounds``: the
 requests/s of each of its rounds; with ``--pids``, ``server_cpu_ms`` and
 ``redis_cpu_ms``: the CPU milliseconds per request of that side's server
-processes (workers included) and of Redis.
+processes (workers included) and of Redis; ``requests_per_call``: requests per
+ingest script call (EVALSHA; above 1 when the collector's group commit
+shares calls).
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def redis_sample(url: str) -> tuple[float, float]:
-    """(CPU seconds Redis has used, microseconds it spent in EVALSHA), its own accounting."""
+def redis_sample(url: str) -> tuple[float, float, int]:
+    """(CPU seconds Redis has used, microseconds it spent in EVALSHA, EVALSHA calls),
+    its own accounting."""
     import redis
 
     client = redis.Redis.from_url(url)
@@ -88,7 +91,8 @@ def redis_sample(url: str) -> tuple[float, float]:
         stats = client.info("commandstats").get("cmdstat_evalsha", {})
     finally:
         client.close()
-    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), float(stats.get("usec", 0)))
+    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), float(stats.get("usec", 0)),
+            int(stats.get("calls", 0)))
 
 
 async def alternate(
@@ -110,6 +114,7 @@ async def alternate(
     parts: list[list[Result]] = [[], []]
     cpu = [0.0, 0.0]
     script = [0.0, 0.0]
+    calls = [0, 0]
     server = [0.0, 0.0]
     for side in order(rounds):
         before = redis_sample(redis_url)
@@ -121,6 +126,7 @@ async def alternate(
         parts[side].append(result)
         cpu[side] += after[0] - before[0]
         script[side] += after[1] - before[1]
+        calls[side] += after[2] - before[2]
     out: dict[str, dict[str, Any]] = {}
     for side, name in enumerate(SIDES):
         rs = parts[side]
@@ -137,6 +143,8 @@ async def alternate(
         summary["redis_cores"] = cpu[side] / total.seconds
         summary["script_us"] = script[side] / total.reports if total.reports else 0.0
         summary["rounds"] = [r.requests / r.seconds for r in rs]
+        # Group commit: how many requests shared one ingest script call (0: none made).
+        summary["requests_per_call"] = total.requests / calls[side] if calls[side] else 0.0
         if pids:
             summary["server_cpu_ms"] = 1e3 * server[side] / max(1, total.requests)
             summary["redis_cpu_ms"] = 1e3 * cpu[side] / max(1, total.requests)

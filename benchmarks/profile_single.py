@@ -19,7 +19,9 @@ its requests.  Variants of the collector remove one part at a time:
                      exception wrappers, no routing (what the app stack costs)
     minimal          the minimal endpoint (FastAPI, pydantic, one pipelined HINCRBY)
 
-Run: ``.venv/bin/python benchmarks/profile_single.py [--blocks 10]``.
+Run: ``.venv/bin/python benchmarks/profile_single.py [--blocks 10]``; the table is
+also written to ``benchmarks/results/<UTC date>-<time>-profile-single.md``
+(``--no-write``: not).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._services import ADMIN_KEY, INGEST_KEY, REPO_ROOT
 from benchmarks._table import table
-from benchmarks.bench_ingest import BENCH_SPEC
+from benchmarks.bench_ingest import BENCH_SPEC, write_result
 from benchmarks.loadgen import build_requests
 
 __all__ = ["asgi_caller", "main", "profile"]
@@ -186,6 +188,8 @@ def main() -> None:
     """Print the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--blocks", type=int, default=10)
+    ap.add_argument("--no-write", action="store_true",
+                    help="print only; do not write benchmarks/results/")
     args = ap.parse_args()
     from ldp_server.redis_server import RedisServer
 
@@ -213,11 +217,14 @@ def main() -> None:
             rows = run(profile(args.blocks, str(server.url)))
         finally:
             server.stop()
-    print(
+    text = (
         f"Single-report requests in process, {CALLERS} concurrent callers, blocks of {BLOCK} "
-        f"alternated, {args.blocks} blocks per variant; load average {load:.2f}\n"
+        f"alternated, {args.blocks} blocks per variant; load average {load:.2f}\n\n"
+        + table(("variant", "CPU us/request (median)", "min"), rows)
     )
-    print(table(("variant", "CPU us/request (median)", "min"), rows))
+    print(text)
+    if not args.no_write:
+        print(f"wrote {write_result(text, 'profile-single')}", file=sys.stderr)
 
 
 if __name__ == "__main__":

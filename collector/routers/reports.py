@@ -104,7 +104,7 @@ async def post_reports(request: Request) -> Response:
     verdict = validate(cols, specs, known_names, window)
     tokens: TokenService = state.tokens
     valid, positions, refused = await tokens.check(verdict.valid, verdict.positions)
-    outcomes = await store.ingest(valid)
+    outcomes = await store.ingest_grouped(valid)
     await store.record_implausible(verdict.implausible)
     runtime.redis.mark_up()
     results: list[dict[str, Any]] = [_ACCEPTED] * len(cols)

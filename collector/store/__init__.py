@@ -6,7 +6,9 @@ built from its parts, one module per job:
     schema    key names, digests, the Lua scripts (the key schema is documented there)
     base      the client, health checks (``ping``, ``ready``), the digest secret
     registry  metric specs: ``create_metric``, ``get_metric(s)``, ``list_metrics``
-    ingest    the write side: ``ingest`` (exactly once per report), ``record_implausible``
+    ingest    the write side: ``ingest`` (exactly once per report), ``record_implausible``,
+              ``ingest_grouped`` (concurrent requests' reports in one call)
+    group     ``GroupCommit``: what ``ingest_grouped`` coalesces calls with
     reads     the read side, used by the aggregator: ``epochs_with_data``,
               ``read_vectors`` (one epoch at a time, in HSCAN slices),
               ``read_tallies``, ``read_counts``, ``read_flags``

@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple
 import redis.exceptions
 
 from collector.store.base import StoreBase
+from collector.store.group import ALONE, GroupCommit
 from collector.store.schema import (
     INGEST_BATCH_LUA,
     INGEST_BATCH_SHA,
@@ -81,7 +82,20 @@ def _counter_text(counters: list[tuple[int, ...]]) -> str:
 
 
 class Ingest(StoreBase):
-    """The write side: ``ingest`` and ``record_implausible``."""
+    """The write side: ``ingest``, ``ingest_grouped`` and ``record_implausible``."""
+
+    _group: GroupCommit[ValidReport, Outcome] | None = None
+
+    async def ingest_grouped(self, reports: Sequence[ValidReport]) -> list[Outcome]:
+        """``ingest``, the reports of concurrent callers written by one call
+        (``collector.store.group``: at most 1000 reports, one caller's never split; a
+        failure raises in every caller of the group).  The route's write.  A batch of
+        ``ALONE`` (100) reports or more is written alone, at once."""
+        if len(reports) >= ALONE:
+            return await self.ingest(reports)
+        if self._group is None:
+            self._group = GroupCommit(lambda group: self.ingest(group))
+        return await self._group.submit(reports)
 
     async def ingest(self, reports: Sequence[ValidReport]) -> list[Outcome]:
         """Count each report at most once; one outcome per report, in order.

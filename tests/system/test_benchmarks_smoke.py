@@ -98,6 +98,8 @@ def test_interleave_alternates_the_collector_and_the_minimal_endpoint() -> None:
     # only the collector runs the ingest script; both servers' workers used CPU
     assert c["script_us"] > 0 == m["script_us"]
     assert c["server_cpu_ms"] > 0 and m["server_cpu_ms"] > 0
+    # at least one script call per request's group, never more than one per request
+    assert 1.0 <= c["requests_per_call"] <= c["requests"] and m["requests_per_call"] == 0
 
 
 @pytest.mark.timeout(120)
