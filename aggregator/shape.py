@@ -2,8 +2,7 @@
 
 ``aggregator.distribution`` serves Square Wave's shape by EM with smoothing
 over its exact channel (its module docstring gives the step and why the
-smoothing is 1/32 of the paper's kernel above eps = 1; at eps <= 1 the weight is
-chosen per tally by held-out likelihood, ``served_shape``; README, "Distributions
+smoothing is 1/32 of the paper's kernel, 1/64 at eps <= 1; README, "Distributions
 and quantiles", the sweeps on other shapes behind both), and a hierarchical
 histogram's by the isotonic regression of its unbiased CDF.
 
@@ -19,19 +18,14 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.quantiles import tally_seed
-
 __all__ = [
-    "CANDIDATE_SMOOTHING",
     "LOW_EPSILON",
     "LOW_EPSILON_SMOOTHING",
     "MAX_ITERATIONS",
     "SMOOTHING",
     "TOLERANCE",
     "ems",
-    "held_out_smoothing",
     "isotonic_masses",
-    "served_shape",
     "smoothing_for",
     "wasserstein1",
 ]
@@ -46,12 +40,6 @@ SMOOTHING = 1 / 32
 #: 0.999 for 1/128; above eps 1 the former sweep keeps 1/32 (1/64: 1.05).
 LOW_EPSILON_SMOOTHING = 1 / 64
 LOW_EPSILON = 1.0
-#: At eps <= ``LOW_EPSILON`` the served weight is the one of these whose EMS fit to
-#: half the reports best predicts the other half (``held_out_smoothing``): on
-#: trimodal, exponential and uniform data at eps 0.5 and 1 (seeds apart from the
-#: table's; ``bench_distribution.py --held-out``, 20 surveys) the geometric mean of W1
-#: over the fixed 1/64's is 0.946 (README).
-CANDIDATE_SMOOTHING = (1 / 256, 1 / 128, 1 / 64, 1 / 32, 1 / 16)
 #: EMS stops when the log-likelihood gains less than this per report.
 TOLERANCE = 1e-9
 MAX_ITERATIONS = 10_000
@@ -66,49 +54,8 @@ def smoothing_for(epsilon: float) -> float:
     return LOW_EPSILON_SMOOTHING if epsilon <= LOW_EPSILON else SMOOTHING
 
 
-def held_out_smoothing(
-    transition: Floats, counts: npt.ArrayLike, candidates: tuple[float, ...] = CANDIDATE_SMOOTHING
-) -> float:
-    """The weight among ``candidates`` whose EMS fit to one half of the reports gives
-    the other half the highest log-likelihood, summed over both halves (two-fold
-    cross-validation).  The halves are an exact random split of the tallies (a
-    multivariate hypergeometric draw: the tallies of a random half of the reports),
-    seeded from the tallies, so the same tallies give the same weight.
-
-    >>> t = np.array([[0.7, 0.3], [0.3, 0.7]])
-    >>> held_out_smoothing(t, [5500, 4500], candidates=(0.01, 1.0))   # 1.0 pulls to 50:50
-    0.01
-    """
-    c = np.rint(np.asarray(counts, dtype=np.float64)).astype(np.int64)
-    if c.ndim != 1 or np.any(c < 0) or c.sum() < 2:
-        raise ValueError(f"need one tally vector of at least 2 reports, got {c.tolist()!r}")
-    half = np.random.default_rng(tally_seed(c)).multivariate_hypergeometric(c, int(c.sum()) // 2)
-    # one batch: rows (half, rest) for each candidate; each row is fit, the other scored
-    fit = np.tile([half, c - half], (len(candidates), 1))
-    weights = np.repeat(np.asarray(candidates, dtype=np.float64), 2)
-    x = ems(transition, fit, smoothing=weights)[0]
-    scored = np.tile([c - half, half], (len(candidates), 1))
-    loglik = (scored * np.log(np.maximum(x @ transition, 1e-300))).sum(axis=1)
-    scores = loglik.reshape(len(candidates), 2).sum(axis=1)
-    return candidates[int(np.argmax(scores))]
-
-
-def served_shape(transition: Floats, counts: npt.ArrayLike, epsilon: float) -> tuple[Floats, int]:
-    """(masses, iterations): the EMS shape served for one tally vector at ``epsilon``;
-    at eps <= ``LOW_EPSILON`` with the held-out weight, above it with ``SMOOTHING``.
-
-    >>> t = np.array([[0.7, 0.3], [0.3, 0.7]])
-    >>> served_shape(t, [550, 450], 4.0)[0].round(2).tolist()
-    [0.61, 0.39]
-    """
-    if epsilon > LOW_EPSILON or np.sum(counts) < 2:
-        return ems(transition, counts, smoothing=smoothing_for(epsilon))
-    return ems(transition, counts, smoothing=held_out_smoothing(transition, counts))
-
-
-def _smooth(x: Floats, weight: float | Floats = SMOOTHING) -> Floats:
-    """The binomial smoothing step over the last axis, renormalised (``weight`` a number,
-    or one per row as an (R, 1) array)."""
+def _smooth(x: Floats, weight: float = SMOOTHING) -> Floats:
+    """The binomial smoothing step over the last axis, renormalised."""
     out = np.empty_like(x)
     out[..., 1:-1] = (x[..., :-2] + 2 * x[..., 1:-1] + x[..., 2:]) / 4
     out[..., 0] = (2 * x[..., 0] + x[..., 1]) / 3
@@ -122,10 +69,9 @@ def ems(
     counts: npt.ArrayLike,
     tolerance: float = TOLERANCE,
     max_iterations: int = MAX_ITERATIONS,
-    smoothing: float | npt.ArrayLike = SMOOTHING,
+    smoothing: float = SMOOTHING,
 ) -> tuple[Floats, int]:
-    """(x, iterations): EM with smoothing for one tally vector (M,) or a batch (R, M),
-    with one smoothing weight or one per row.
+    """(x, iterations): EM with smoothing for one tally vector (M,) or a batch (R, M).
 
     >>> t = np.array([[0.7, 0.3], [0.3, 0.7]])   # a two-point channel
     >>> x, _ = ems(t, [550, 450], smoothing=1.0)
@@ -137,7 +83,6 @@ def ems(
     if np.any(n <= 0):
         raise ValueError("every tally vector needs at least one report")
     share = c / n
-    weight = np.broadcast_to(np.asarray(smoothing, dtype=np.float64), (c.shape[0],))[:, None]
     x = np.full((c.shape[0], transition.shape[0]), 1.0 / transition.shape[0])
     previous = np.full(c.shape[0], -np.inf)
     active = np.ones(c.shape[0], dtype=bool)
@@ -148,7 +93,7 @@ def ems(
         xa, sa = x[index], share[index]
         predicted = np.maximum(xa @ transition, 1e-300)
         loglik = (sa * np.log(predicted)).sum(axis=1)
-        x[index] = _smooth(xa * ((sa / predicted) @ transition.T), weight[index])
+        x[index] = _smooth(xa * ((sa / predicted) @ transition.T), smoothing)
         active[index[loglik - previous[index] < tolerance]] = False
         previous[index] = loglik
     return (x[0] if np.ndim(counts) == 1 else x), iterations

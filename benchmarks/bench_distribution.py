@@ -7,8 +7,7 @@ tables, or any of ``--accuracy``, ``--coverage``, ``--cost``; for the coverage,
 choose the cells and the populations F..F+P-1, so that cells run as separate
 processes); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
 ``--smoothing [--eps 0.5,1 --surveys 20]`` for EMS weights 1/128..1/32 at low
-eps on those shapes, ``--held-out [--eps 0.5,1 --surveys 20]`` for the served
-held-out choice of the weight against fixed weights there.  ``--accuracy --paired``
+eps on those shapes.  ``--accuracy --paired``
 adds each row's paired difference to the best OUE and a one-sided test;
 ``--shapes``/``--eps``/``--surveys`` choose the rows.  Data on [0, 1]:
 ``beta`` = Beta(2, 5); ``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped.
@@ -64,7 +63,7 @@ from aggregator.distribution import (
 )
 from aggregator.estimate import FrequencyEstimate, estimate
 from aggregator.quantiles import read_quantiles
-from aggregator.shape import served_shape
+from aggregator.shape import smoothing_for
 from benchmarks._table import header, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
@@ -249,9 +248,8 @@ def coverage_table(
                 truth_q = np.quantile(values, QUANTILES)
                 truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
                 counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
-                # the served shape of each tally
-                transition = m.transition()
-                masses = np.array([served_shape(transition, c, m.epsilon)[0] for c in counts])
+                # the served shape, one batch
+                masses = ems(m.transition(), counts, smoothing=smoothing_for(eps))[0]
                 share = counts / N
                 f = share @ w
                 se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
@@ -349,13 +347,6 @@ def main() -> None:
         print(header(f"EMS smoothing at low eps: W1, n = {N:,}, {surveys} surveys"))
         shapes = tuple(_option("--shapes", ",".join(SWEEP_SHAPES)).split(","))
         print(more.smoothing_table(surveys, epsilons, shapes))
-        return
-    if "--held-out" in sys.argv:
-        surveys = int(_option("--surveys", "20"))
-        epsilons = tuple(float(e) for e in _option("--eps", "0.5,1").split(","))
-        shapes = tuple(_option("--shapes", ",".join(SWEEP_SHAPES)).split(","))
-        print(header(f"EMS weight chosen by held-out likelihood: W1, n = {N:,}, {surveys} surveys"))
-        print(more.held_out_table(surveys, epsilons, shapes))
         return
     if "--sweep" in sys.argv:
         surveys = 2 if quick else 6

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from aggregator.distribution import DistributionEstimate, GridChannel, estimate_distribution
-from aggregator.shape import CANDIDATE_SMOOTHING, ems, held_out_smoothing, wasserstein1
+from aggregator.shape import wasserstein1
 from benchmarks._table import median_seconds, table
 from benchmarks.bench_distribution import (
     EPSILONS,
@@ -22,7 +22,6 @@ from benchmarks.bench_distribution import (
     N,
     build,
     draw,
-    masses_cdf,
     oue_cdf,
     served_cdf,
 )
@@ -106,51 +105,6 @@ def smoothing_table(surveys: int, epsilons: tuple[float, ...], shapes: tuple[str
             "best OUE (hindsight)",
         ],
         rows,
-    )
-
-
-def held_out_table(surveys: int, epsilons: tuple[float, ...], shapes: tuple[str, ...]) -> str:
-    """W1 of EMS at each candidate weight and at the weight the held-out likelihood picks
-    per tally (the served one at eps <= 1), on the same tallies (seeds apart from the
-    table's, the sweep's and the smoothing table's): the paired difference to the fixed
-    1/64 (± se), the picks, and the geometric mean of the ratios to 1/64 over the rows."""
-    ratios = []
-    rows = []
-    for shape in shapes:
-        for i, eps in enumerate(epsilons):
-            m = SquareWave(eps, 0.0, 1.0)
-            t = m.transition()
-            fixed, chosen, picks = [], [], []
-            for s in range(surveys):
-                values = draw(shape, N, 93_000 + 100 * i + s)
-                c = m.simulate_tallies(values, 1, np.random.default_rng(93_000 + 100 * i + s))[0]
-                fits = [ems(t, c, smoothing=w)[0] for w in CANDIDATE_SMOOTHING]
-                w1 = [wasserstein1(masses_cdf(x), values, 0, 1) for x in fits]
-                pick = CANDIDATE_SMOOTHING.index(held_out_smoothing(t, c))
-                fixed.append(w1)
-                chosen.append(w1[pick])
-                picks.append(pick)
-            sw, held = np.array(fixed), np.array(chosen)
-            ref = sw[:, CANDIDATE_SMOOTHING.index(1 / 64)]
-            diff = held - ref
-            ratios.append(held.mean() / ref.mean())
-            rows.append(
-                [
-                    shape,
-                    f"{eps:g}",
-                    *(f"{v:.4f}" for v in sw.mean(axis=0)),
-                    f"{held.mean():.4f}",
-                    f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(surveys):.4f}",
-                    " ".join(
-                        str(k) for k in np.bincount(picks, minlength=len(CANDIDATE_SMOOTHING))
-                    ),
-                ]
-            )
-    geo = float(np.exp(np.mean(np.log(ratios))))
-    head = [f"s=1/{round(1 / w)}" for w in CANDIDATE_SMOOTHING]
-    return (
-        table(["data", "eps", *head, "held-out", "held-out - 1/64", "picks"], rows)
-        + f"\n\ngeometric mean of W1 (held-out) / W1 (1/64) over the rows: {geo:.3f}"
     )
 
 

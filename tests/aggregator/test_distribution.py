@@ -10,9 +10,7 @@ False-positive rates (each stated at the check):
   0.93 (the goal's lower edge; the range shares' are normal, the quantiles' a
   bootstrap), hits are at least Bin(300, 0.93), and P[Bin(300, 0.93) <= 252] =
   8.2e-8 (exact), so the floor is 253 hits per figure (< 5e-7 for the 5).  The
-  full coverage table at n = 10^5 is benchmarks/bench_distribution.py;
-- the held-out smoothing weight: a paired mean W1 difference below 0 (1e-7 for the
-  two shapes, stated at the test; Square Wave only).
+  full coverage table at n = 10^5 is benchmarks/bench_distribution.py.
 Each test runs for both grid mechanisms (Square Wave, the hierarchical histogram):
 the rates above double, all still below 1e-6 together.
 """
@@ -28,13 +26,11 @@ from aggregator.distribution import (
     GridChannel,
     cdf_of_masses,
     distribution_json,
-    ems,
     estimate_distribution,
     isotonic_masses,
     wasserstein1,
 )
 from aggregator.quantiles import MIN_REPLICATES
-from aggregator.shape import CANDIDATE_SMOOTHING, SMOOTHING, held_out_smoothing
 from ldp_core.mechanisms._grid import up_probability
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
 from ldp_core.mechanisms.square_wave import SquareWave
@@ -146,63 +142,3 @@ def test_the_p99_interval_covers_at_small_eps_where_the_tail_is_flat() -> None:
         widths.append(interval.ci_high - interval.ci_low)
     assert hits >= 120, hits / surveys
     assert np.mean(widths) < 0.6  # not the whole upper half of the range
-
-
-def test_a_batch_with_a_weight_per_row_fits_each_row_as_alone() -> None:
-    m = SquareWave(1.0, 0.0, 1.0)
-    t = m.transition()
-    counts = m.simulate_tallies(
-        np.random.default_rng(3).beta(2, 5, 5000), 3, np.random.default_rng(4)
-    )
-    weights = (1 / 128, 1 / 32, 1 / 8)
-    batch = ems(t, counts, smoothing=weights)[0]
-    for row, w in zip(counts, weights, strict=True):  # the same steps, up to rounding
-        assert np.abs(ems(t, row, smoothing=w)[0] - batch[weights.index(w)]).max() < 1e-12
-
-
-def test_at_low_eps_the_weight_is_chosen_from_the_tallies_alone() -> None:
-    gen = np.random.default_rng(5)
-    values = np.clip(np.where(gen.random(20_000) < 0.5, gen.normal(0.3, 0.05, 20_000), 0.8), 0, 1)
-    for eps, fixed in ((0.5, None), (1.0, None), (2.0, SMOOTHING)):
-        m = SquareWave(eps, 0.0, 1.0)
-        c = m.simulate_tallies(values, 1, gen)[0]
-        weight = held_out_smoothing(m.transition(), c) if fixed is None else fixed
-        assert weight in CANDIDATE_SMOOTHING or weight == SMOOTHING
-        assert held_out_smoothing(m.transition(), c.astype(np.float64)) == held_out_smoothing(
-            m.transition(), c
-        )  # a function of the tallies: the same tallies, the same weight
-        served = estimate_distribution(m, c, len(values)).masses
-        assert np.array_equal(served, ems(m.transition(), c, smoothing=weight)[0])
-    with pytest.raises(ValueError, match=r"at least 2 reports, got \[1, 0"):
-        held_out_smoothing(SquareWave(1.0, 0.0, 1.0).transition(), [1] + [0] * 96)
-
-
-@pytest.mark.parametrize(("shape", "surveys"), [("uniform", 36), ("trimodal", 54)])
-def test_the_held_out_weight_beats_the_fixed_one_on_shapes_that_want_more_or_less(
-    shape: str, surveys: int
-) -> None:
-    # eps = 0.5, n = 10^5: a flat shape wants more smoothing than 1/64, three narrow
-    # modes less.  On other seeds (bench_distribution.py --held-out, 20 surveys) the
-    # served W1 minus the fixed 1/64's was -0.0012 ± 0.0003 (uniform) and -0.0013 ±
-    # 0.0004 (trimodal), i.e. sd 0.0013 and 0.0018 per survey: over 36 and 54 surveys
-    # the mean is >= 0 with probability 4e-8 and 5e-8 (z = 5.4, 5.3; normal), 1e-7
-    # together, if the true differences are those measured.
-    m = SquareWave(0.5, 0.0, 1.0)
-    t = m.transition()
-    diff = []
-    for r in range(surveys):
-        gen = np.random.default_rng(95_000 + r)
-        if shape == "uniform":
-            values = gen.random(100_000)
-        else:
-            c = gen.integers(0, 3, 100_000)
-            mu, sd = np.array([0.2, 0.5, 0.8])[c], np.array([0.05, 0.08, 0.05])[c]
-            values = np.clip(gen.normal(mu, sd), 0, 1)
-        counts = m.simulate_tallies(values, 1, gen)[0]
-        served = estimate_distribution(m, counts, len(values)).masses
-        fixed = ems(t, counts, smoothing=1 / 64)[0]
-        diff.append(
-            wasserstein1(cdf_of_masses(served, 0.0, 1.0), values, 0.0, 1.0)
-            - wasserstein1(cdf_of_masses(fixed, 0.0, 1.0), values, 0.0, 1.0)
-        )
-    assert np.mean(diff) < 0, diff
