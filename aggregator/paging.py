@@ -1,15 +1,21 @@
 """The work one request may do: counters read per request, and series pages.
 
-A request reads (counters of the metric) x (epochs it reads) values from
-Redis.  ``ReadBound`` caps that number (``LDP_MAX_READ_COUNTERS``): a window
-estimate over more is refused (422 ``window_too_costly``, saying the bound,
+A request reads the stored counters of each epoch it reads from Redis (only
+counters that were ever set are stored: a string metric declares 325,632
+counters, and an epoch of 10^5 reports holds about 96,000 over its shards).
+``ReadCost`` is that count per epoch, never more than the metric's declared
+width; ``ReadBound`` caps its sum (``LDP_MAX_READ_COUNTERS``): a window
+estimate over more is refused (422 ``window_too_costly``, saying the numbers,
 the largest window that fits and the paged series), and a series is answered
 in pages of at most ``page_limit`` epochs, each page one bounded request.
 
 >>> b = ReadBound(max_counters=10_000, max_page=100)
->>> b.fits(counters=64, epochs=150), b.fits(counters=64, epochs=157)
+>>> b.fits(ReadCost.declared(64, 150)), b.fits(ReadCost.declared(64, 157))
 (True, False)
->>> b.page_limit(counters=64), b.page_limit(counters=64, asked=20), b.page_limit(10, 500)
+>>> b.fits(ReadCost((4000, 3000, 2000))), b.fits(ReadCost((4000, 3000, 4000)))
+(True, False)
+>>> wide = ReadCost.declared(64, 500)
+>>> b.page_limit(wide), b.page_limit(wide, asked=20), b.page_limit(ReadCost.declared(10, 500))
 (100, 20, 100)
 
 Pages follow the epochs with data of the window in ascending order; the
@@ -30,38 +36,78 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-__all__ = ["DEFAULT_BOUND", "Page", "ReadBound", "next_link", "plan_page", "too_costly"]
+__all__ = [
+    "DEFAULT_BOUND",
+    "Page",
+    "ReadBound",
+    "ReadCost",
+    "next_link",
+    "plan_page",
+    "too_costly",
+]
+
+
+@dataclass(frozen=True)
+class ReadCost:
+    """Counters one read of a window takes, per epoch with data (in window order).
+
+    >>> ReadCost.declared(64, 3)
+    ReadCost(per_epoch=(64, 64, 64))
+    >>> c = ReadCost.stored({1: 90_000, 2: 400_000}, [1, 2, 3], width=325_632)
+    >>> c, c.total, c.heaviest
+    (ReadCost(per_epoch=(90000, 325632, 0)), 415632, 325632)
+    """
+
+    per_epoch: tuple[int, ...]
+
+    @classmethod
+    def declared(cls, width: int, epochs: int) -> ReadCost:
+        """Every epoch at the metric's declared width (an upper bound on what is read)."""
+        return cls((width,) * epochs)
+
+    @classmethod
+    def stored(cls, stored: Mapping[int, int], epochs: Sequence[int], width: int) -> ReadCost:
+        """The counters stored in each epoch (over its shards), at most ``width``."""
+        return cls(tuple(min(stored.get(e, 0), width) for e in epochs))
+
+    @property
+    def total(self) -> int:
+        return sum(self.per_epoch)
+
+    @property
+    def heaviest(self) -> int:
+        return max(self.per_epoch, default=0)
 
 
 @dataclass(frozen=True)
 class ReadBound:
-    """Most counters x epochs one request reads, and most epochs per series page."""
+    """Most counters one request reads (summed over its epochs), most epochs per page."""
 
-    max_counters: int = 1 << 17
+    max_counters: int = 1 << 20
     max_page: int = 1000
 
-    def fits(self, counters: int, epochs: int) -> bool:
-        """Whether a window of ``epochs`` epochs with data can be read at once.
+    def fits(self, cost: ReadCost) -> bool:
+        """Whether a window can be read at once.
 
         One epoch always fits, like one series page: a metric wider than the bound
-        (a string metric's 325,632 counters) is still answered, one epoch per request,
-        and its width is bounded by the spec's own caps
-        (``ldp_core.metric.MAX_COUNTER_EPOCHS``).
+        is still answered, one epoch per request, and its width is bounded by the
+        spec's own caps (``ldp_core.metric.MAX_COUNTER_EPOCHS``).
 
-        >>> ReadBound(max_counters=1000).fits(counters=5000, epochs=1)
+        >>> ReadBound(max_counters=1000).fits(ReadCost((5000,)))
         True
-        >>> ReadBound(max_counters=1000).fits(counters=5000, epochs=2)
+        >>> ReadBound(max_counters=1000).fits(ReadCost((5000, 1)))
         False
         """
-        return epochs <= 1 or counters * epochs <= self.max_counters
+        return len(cost.per_epoch) <= 1 or cost.total <= self.max_counters
 
-    def most_epochs(self, counters: int) -> int:
-        """The most epochs with data one request reads (at least one)."""
-        return max(1, self.max_counters // counters)
+    def most_epochs(self, cost: ReadCost) -> int:
+        """Epochs with data any request of this window may read (at least one): as
+        many as fit if each cost as much as the heaviest."""
+        return max(1, self.max_counters // max(1, cost.heaviest))
 
-    def page_limit(self, counters: int, asked: int | None = None) -> int:
+    def page_limit(self, cost: ReadCost, asked: int | None = None) -> int:
         """Epochs of one series page: as asked, at most ``max_page`` and what fits."""
-        return max(1, min(asked or self.max_page, self.max_page, self.most_epochs(counters)))
+        return max(1, min(asked or self.max_page, self.max_page, self.most_epochs(cost)))
 
 
 #: The settings' defaults (``LDP_MAX_READ_COUNTERS``, ``LDP_SERIES_PAGE_EPOCHS``).
@@ -82,22 +128,22 @@ def plan_page(epochs: Sequence[int], cursor: int | None, limit: int) -> Page:
     return Page(tuple(rest[:limit]), rest[limit] if len(rest) > limit else None)
 
 
-def too_costly(bound: ReadBound, counters: int, epochs: int) -> str:
-    """Why a window is refused, with the bound and the two ways to ask.
+def too_costly(bound: ReadBound, cost: ReadCost) -> str:
+    """Why a window is refused, with the numbers and the two ways to ask.
 
     >>> import textwrap
-    >>> print(textwrap.fill(too_costly(ReadBound(10_000, 100), 64, 200), 80))
-    the window holds 200 epochs with data x 64 counters = 12800 counters to read;
-    one request reads at most 10000 (LDP_MAX_READ_COUNTERS): ask a window of at most
-    156 epochs with data, or the series in pages (series=epoch&limit=100, then each
-    page's next link)
+    >>> print(textwrap.fill(too_costly(ReadBound(10_000, 100), ReadCost((64,) * 200)), 80))
+    the window holds 200 epochs with data and 12800 stored counters to read (at most
+    64 per epoch); one request reads at most 10000 (LDP_MAX_READ_COUNTERS): ask a
+    window of at most 156 epochs with data, or the series in pages
+    (series=epoch&limit=100, then each page's next link)
     """
     return (
-        f"the window holds {epochs} epochs with data x {counters} counters = "
-        f"{epochs * counters} counters to read; one request reads at most "
+        f"the window holds {len(cost.per_epoch)} epochs with data and {cost.total} "
+        f"stored counters to read (at most {cost.heaviest} per epoch); one request reads at most "
         f"{bound.max_counters} (LDP_MAX_READ_COUNTERS): ask a window of at most "
-        f"{bound.most_epochs(counters)} epochs with data, or the series in pages "
-        f"(series=epoch&limit={bound.page_limit(counters)}, then each page's next link)"
+        f"{bound.most_epochs(cost)} epochs with data, or the series in pages "
+        f"(series=epoch&limit={bound.page_limit(cost)}, then each page's next link)"
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from starlette.concurrency import run_in_threadpool
 
 from aggregator.decide import decide
-from aggregator.paging import DEFAULT_BOUND, Page, ReadBound, plan_page, too_costly
+from aggregator.paging import DEFAULT_BOUND, Page, ReadBound, ReadCost, plan_page, too_costly
 from aggregator.poisoning import Policy, estimate_signals
 from aggregator.problems import Problem
 from aggregator.views import EstimateOptions, estimate_json, metric_facts
@@ -31,6 +31,7 @@ __all__ = [
     "estimate_response",
     "load_spec",
     "poisoning",
+    "read_cost",
     "signals_json",
 ]
 
@@ -44,6 +45,8 @@ class MetricReader(TallyReader, Protocol):
 
     async def read_flags(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]: ...
 
+    async def read_stored(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]: ...
+
 
 async def load_spec(store: MetricReader, name: str, version: int | None) -> MetricSpec:
     """The metric (latest version unless asked), else 404 ``unknown_metric``."""
@@ -54,6 +57,19 @@ async def load_spec(store: MetricReader, name: str, version: int | None) -> Metr
         which = f"{name!r}" if version is None else f"{name!r} version {version}"
         raise Problem(404, "unknown_metric", f"no metric {which}")
     return spec
+
+
+async def read_cost(
+    store: MetricReader, spec: MetricSpec, epochs: Sequence[int], bound: ReadBound
+) -> ReadCost:
+    """What reading ``epochs`` costs: the declared width per epoch when that fits the
+    bound (no round trip), else the counters stored (``read_stored``, capped by the
+    width): a string metric declares 325,632 counters and stores far fewer."""
+    width = spec.build().num_counters
+    declared = ReadCost.declared(width, len(epochs))
+    if bound.fits(declared):
+        return declared
+    return ReadCost.stored(await store.read_stored(spec, epochs), epochs, width)
 
 
 def _check_window(start: int | None, end: int | None) -> None:
@@ -79,24 +95,25 @@ async def estimate_response(
     one page of per-epoch points (``limit`` epochs from ``cursor``, or the last
     ``tail``); ``page`` says where the next page starts.
 
-    Bounded work (``bound``): a window estimate reads counters x epochs, refused
-    past the bound (422 ``window_too_costly``) unless a series is asked: then the
-    first page says why the window's estimate is withheld (``suppressed``) and
-    the points are still served, page by page.  Pages after the first
-    (``cursor``) carry the points only.  The arithmetic runs in a worker thread.
+    Bounded work (``bound``): a window estimate reads the counters stored in its
+    epochs (``read_cost``), refused past the bound (422 ``window_too_costly``)
+    unless a series is asked: then the first page says why the window's estimate
+    is withheld (``suppressed``) and the points are still served, page by page.
+    Pages after the first (``cursor``) carry the points only.  The arithmetic
+    runs in a worker thread.
     """
     _check_window(start, end)
     try:
         epochs = await epochs_in_window(store, spec, start, end, max_epochs)
     except WindowTooLarge as exc:
         raise Problem(422, "window_too_large", str(exc)) from None
-    size = spec.build().num_counters
-    whole = bound.fits(size, len(epochs))
+    cost = await read_cost(store, spec, epochs, bound)
+    whole = bound.fits(cost)
     if not series and not whole:
-        raise Problem(422, "window_too_costly", too_costly(bound, size, len(epochs)))
+        raise Problem(422, "window_too_costly", too_costly(bound, cost))
     page: Page | None = None
     if series:
-        most = bound.page_limit(size, limit)
+        most = bound.page_limit(cost, limit)
         page = (
             Page(tuple(epochs[-min(tail, most):]), None) if tail else
             plan_page(epochs, cursor, most)
@@ -108,7 +125,7 @@ async def estimate_response(
     if cursor is None and whole:
         robust = Policy()
         each = len(epochs) <= robust.robust_max_epochs and (
-            size * len(epochs) <= robust.robust_max_cells
+            spec.build().num_counters * len(epochs) <= robust.robust_max_cells
         )
         read = await read_window(store, spec, epochs, set(epochs) if each else points)
         out["window"] = _window_json(start, end, read.epochs)
@@ -119,13 +136,13 @@ async def estimate_response(
         if cursor is None:
             n = sum((await store.read_counts(spec, epochs)).values())
             out.update(n=n, suppressed=True, estimate=None, poisoning=None,
-                       reason="not computed: " + too_costly(bound, size, len(epochs)))
+                       reason="not computed: " + too_costly(bound, cost))
         read = await read_window(store, spec, sorted(points), points)
         kept = list(read.kept)
     if page is not None:
         out["series"] = await run_in_threadpool(_points, spec, kept, options)
         out["page"] = {
-            "limit": bound.page_limit(size, limit),
+            "limit": bound.page_limit(cost, limit),
             "cursor": cursor,
             "epochs": len(page.epochs),
             "next_cursor": page.next_cursor,

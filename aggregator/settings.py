@@ -12,7 +12,7 @@ The aggregator reads Redis and never writes it.  Environment variables:
 ``LDP_ANALYST_KEYS`` (comma-separated; ``Authorization: Bearer <key>``),
 ``LDP_ENV`` (dev | prod), ``LDP_DATA_DIR`` (unused here, accepted),
 ``LDP_REDIS_TIMEOUT_SECONDS``, ``LDP_MAX_EPOCHS`` (largest window in epochs),
-``LDP_MAX_READ_COUNTERS`` (counters x epochs one request reads),
+``LDP_MAX_READ_COUNTERS`` (stored counters one request reads, over its epochs),
 ``LDP_SERIES_PAGE_EPOCHS`` (most points per series page),
 ``LDP_CORS_ORIGINS`` (comma-separated origins whose pages may call the API with
 an analyst key; empty, the default, sends no CORS header at all).  The shared
@@ -46,8 +46,8 @@ class Settings(ServerSettings):
     """Read by the aggregator only to refuse an analyst key that is also an ingest key."""
     max_epochs: int = Field(default=10_000, ge=1, le=1_000_000)
     """Largest window of a query, in epochs."""
-    max_read_counters: int = Field(default=1 << 17, ge=1024, le=1 << 30)
-    """Counters x epochs one request reads (a window or a series page); more: window_too_costly."""
+    max_read_counters: int = Field(default=1 << 20, ge=1024, le=1 << 30)
+    """Stored counters one request reads, summed over its epochs; more: window_too_costly."""
     series_page_epochs: int = Field(default=1000, ge=1, le=100_000)
     """Most epochs per page of a series (series=epoch&limit=&cursor=, next link)."""
 

@@ -31,7 +31,7 @@ from tests.support.tallies import register, write_tallies
 E0 = 20_000
 LONG_EPOCHS = 40  # "long": grr over 4 values, 4 counters: 160 counters, under the bound
 WIDE_EPOCHS = 20  # "wide": grr over 64 values, 64 counters: 1280 > 1024
-HEAVY = (4096, 24)  # "heavy": counters, epochs (~400,000 values with 4 shards)
+HEAVY = (4096, 64)  # "heavy": counters, epochs (~1,050,000 values with 4 shards)
 BOUND = 1024
 
 
@@ -57,9 +57,9 @@ def services(
             epochs[E0 + k] = (t.tolist(), n)
         write_tallies(url, spec, epochs)
     heavy = register(url, _grr("heavy", HEAVY[0]))
-    # Dense tallies: every counter set, four reports per epoch (each report holds
-    # a quarter of the counters; only the cost of reading matters here).
-    write_tallies(url, heavy, {E0 + k: ([1] * HEAVY[0], 4) for k in range(HEAVY[1])})
+    # Dense tallies: every counter set in every shard, four reports per epoch
+    # (each holds every counter; only the cost of reading matters here).
+    write_tallies(url, heavy, {E0 + k: ([4] * HEAVY[0], 4) for k in range(HEAVY[1])})
     env = {"LDP_ENV": "dev", "LDP_REDIS_URL": url, "LDP_ANALYST_KEYS": ANALYST_KEY}
     logs = tmp_path_factory.mktemp("agg")
     small = start_uvicorn("aggregator.app:create_app",
@@ -192,14 +192,18 @@ def test_bad_paging_parameters(services: dict[str, Any], params: dict[str, str],
 
 
 def test_event_loop_answers_healthz_during_a_heavy_request(services: dict[str, Any]) -> None:
-    """While one request reads ~400,000 counters, /healthz keeps answering.
+    """While one request reads ~1,050,000 counters, /healthz keeps answering.
 
     Before, the whole read was parsed on the event loop: /healthz waited for
     the heavy request (its worst latency was the heavy request's duration).
-    The bound here is a quarter of that duration: far from the ~40 ms slices
-    the loop is now held for, and far below what a blocked loop gives.
+    The bound here is a quarter of that duration: far from the slices the loop
+    is now held for, and far below what a blocked loop gives.  The same request
+    is made once first: a fresh aggregator's first estimate of a metric pays a
+    one-time warm-up that has held /healthz for 1.3-1.8 s (before this read
+    too: README, bench_paging), which is not what this test measures.
     """
     base = services["default"]
+    assert _get(base, "/v1/estimates/heavy").status_code == 200
     done: dict[str, Any] = {}
 
     def heavy() -> None:
