@@ -54,6 +54,7 @@ from contextlib import asynccontextmanager, suppress
 
 import redis.exceptions
 from fastapi import Depends, FastAPI, Request
+from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
@@ -70,7 +71,10 @@ from ldp_server.problems import Problem, install_handlers, problem_response
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
 
-__all__ = ["create_app"]
+__all__ = ["TELEMETRY_OFF", "create_app"]
+
+#: ``FastAPI(telemetry=...)``: no tracing, metrics or logs through OpenTelemetry.
+TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(
@@ -120,8 +124,10 @@ def create_app(
             await store.close()
             log_event(log, "collector_stopped")
 
+    # FastAPI's native OpenTelemetry off: we export nothing through it, and its
+    # per-request look-up of the global providers was ~5 % of a single report.
     app = FastAPI(title="ldp-telemetry collector", lifespan=lifespan, docs_url=None,
-                  redoc_url=None, openapi_url=None)
+                  redoc_url=None, openapi_url=None, telemetry=TELEMETRY_OFF)
     app.state.runtime = runtime
     app.add_middleware(HttpMetrics, telemetry=runtime.telemetry)
     install_security_headers(app, API_HEADERS)

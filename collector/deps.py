@@ -111,10 +111,12 @@ def requires(*roles: Role) -> Callable[[Request], Awaitable[None]]:
     """A dependency that lets a request through only with a key of one of ``roles``."""
 
     async def check(request: Request) -> None:
-        runtime = await get_runtime(request)
+        state = request.app.state
+        runtime: Runtime = state.runtime
         settings = runtime.settings
-        address = request.client.host if request.client else "unknown"
-        store = await get_store(request)
+        client = request.client
+        address = client.host if client else "unknown"
+        store: Store = state.store
         wait = await store.take(address, settings.rate_limit_per_second, settings.rate_limit_burst)
         if wait > 0:
             raise Problem(429, "rate_limited", "too many requests from this client",

@@ -56,8 +56,10 @@ class Telemetry(ServiceMetrics):
     def record_batch(
         self, *, accepted: int, duplicates: int, rejected: Mapping[str, int], seconds: float
     ) -> None:
-        self.accepted.inc(accepted)
-        self.duplicates.inc(duplicates)
+        if accepted:  # inc(0) changes nothing but still takes the value's lock
+            self.accepted.inc(accepted)
+        if duplicates:
+            self.duplicates.inc(duplicates)
         for code, n in rejected.items():
             self.rejected.labels(code).inc(n)
         self.batch_seconds.observe(seconds)

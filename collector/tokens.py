@@ -303,10 +303,12 @@ class TokenService:
             if unit not in digests:
                 digests[unit] = self.units(r, until)
             items.append((r.token, digests[unit]))
-        nonces = self.verifier.cached_all(items)
-        if nonces is None and len(dict.fromkeys(items)) <= INLINE_TOKENS:
+        # ``check_all`` consults the cache itself: few tokens go to it at once.
+        if len(dict.fromkeys(items)) <= INLINE_TOKENS:
             nonces = self.verifier.check_all(items)
-        if nonces is None:
+        elif (cached := self.verifier.cached_all(items)) is not None:
+            nonces = cached
+        else:
             nonces = await run_in_threadpool(self.verifier.check_all, items)
         late = [i for i, (r, n) in enumerate(zip(reports, nonces, strict=True))
                 if n is None and self.cutoff.v1_only(until, r.spec.epoch_seconds, r.epoch)]

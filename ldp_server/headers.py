@@ -65,10 +65,11 @@ class SecurityHeaders:
 
         async def sending(message: Any) -> None:
             if message["type"] == "http.response.start":
-                raw = list(message.get("headers", []))
+                raw = message.get("headers", ())
                 present = {bytes(k).lower() for k, _ in raw}
-                raw += [(k, v) for k, v in self.headers if k not in present]
-                message = {**message, "headers": raw}
+                missing = [h for h in self.headers if h[0] not in present]
+                if missing:
+                    message = {**message, "headers": [*raw, *missing]}
             await send(message)
 
         await self.app(scope, receive, sending)

@@ -166,6 +166,7 @@ class ServiceMetrics:
             "HTTP requests by method, route template and status: time to the response's end.",
             ["service", "method", "route", "status"], buckets=HTTP_BUCKETS, registry=r,
         )
+        self._http_children: dict[tuple[str, str, int], Histogram] = {}
         self.process: _ProcessSample | None = None
         if self.multiproc_dir:
             mode: Literal["liveall"] = "liveall"
@@ -187,7 +188,12 @@ class ServiceMetrics:
             prometheus_client.ProcessCollector(registry=r)
 
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.http_seconds.labels(self.service, method, route, str(status)).observe(seconds)
+        key = (method, route, status)
+        child = self._http_children.get(key)
+        if child is None:  # ``labels`` costs more than the observation itself
+            child = self.http_seconds.labels(self.service, method, route, str(status))
+            self._http_children[key] = child
+        child.observe(seconds)
         self.sample_process()
 
     def sample_process(self) -> None:

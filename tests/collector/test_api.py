@@ -220,6 +220,28 @@ async def test_retried_batch_counts_once_and_tokens_once(
     assert await tallies(redis_url, "browser") == {epoch: ([11, 10, 10, 10], 41)}
 
 
+async def test_one_report_answers_read_like_any_batch(client: httpx.AsyncClient) -> None:
+    """A batch of one report is answered from prebuilt bytes when it names no reason
+    (accepted, duplicate): the same JSON, type, length and headers as any answer."""
+    epoch = today()
+    one = [envelope("browser", 1, epoch, 2, device=7)]
+    answers = [await post(client, one), await post(client, one),
+               await post(client, [bad_reports(epoch)["epoch_in_future"]])]
+    expected = [
+        (1, 0, 0, {"status": "accepted", "code": None}),
+        (0, 1, 0, {"status": "duplicate", "code": None}),
+        (0, 0, 1, {"status": "rejected", "code": "epoch_in_future"}),
+    ]
+    for answer, (accepted, duplicates, rejected, result) in zip(answers, expected, strict=True):
+        assert answer.status_code == 200
+        assert answer.content == orjson.dumps({"accepted": accepted, "duplicates": duplicates,
+                                               "rejected": rejected, "results": [result]})
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.headers["content-length"] == str(len(answer.content))
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "no-store"
+
+
 def bad_reports(epoch: int) -> dict[str, Envelope]:
     """One report per rejection reason."""
     good = envelope("browser", 1, epoch, 1)
