@@ -212,6 +212,11 @@ class ServiceMetrics:
         return render(merged.collect())
 
 
+#: Method labels kept as sent; any other method (h11 passes any token) counts as
+#: ``other``, so a client cannot grow the label set without bound.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class HttpMetrics:
     """ASGI middleware: one latency observation per HTTP request, by route template.
 
@@ -245,8 +250,9 @@ class HttpMetrics:
             await self.app(scope, receive, sending)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.telemetry.observe_http(str(scope.get("method", "")), str(route), status,
-                                        time.perf_counter() - start)
+            method = scope.get("method", "")
+            self.telemetry.observe_http(method if method in _METHODS else "other", str(route),
+                                        status, time.perf_counter() - start)
 
 
 def scrape_allowed(metrics_key: str | None, env: str, authorization: str | None) -> int:
