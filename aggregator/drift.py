@@ -29,7 +29,7 @@ latest epoch is flagged when max_v z_v exceeds the r-th largest simulated maximu
 r = alpha (B + 1): the Monte Carlo p-value (1 + #{T* >= T}) / (B + 1) is <= alpha.
 Under the simulated null the level is exactly r / (B + 1) (Barnard 1963; Dwass
 1957), whatever the tail of the statistic and for the k values together (no
-Bonferroni).  Two approximations remain, both measured in the README: P0_hat
+Bonferroni).  Two approximations remain, both measured in docs/poisoning.md: P0_hat
 stands for P0 (the statistic is nearly pivotal), and a fixed population's tally
 is a sum of one multinomial per value, slightly less variable than one
 multinomial of the mixture (so the test errs on the safe side).
@@ -45,7 +45,7 @@ kept with k (``_bit_law``).  Exact given the population.  The composed channel
 (p*, q*) with independent epochs adds the spread of P[c | u] across devices: on
 the safe side, but on Hadamard (d = 32, eps = 1, eps_inf = 4) it flagged 3.3% of
 honest epochs at a 10-11% budget and saw a third of the memoised test's attacks
-at 2% fakes (README).  Both assume the latest epoch's devices are the earlier ones'.
+at 2% fakes (docs/poisoning.md).  Both assume the latest epoch's devices are the earlier ones'.
 
 >>> import numpy as np
 >>> from ldp_core import mechanism

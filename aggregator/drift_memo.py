@@ -36,7 +36,7 @@ population, by that term: at d = 32, eps = 1, eps_inf = 4 it adds 29% of
 variance on Hadamard (k = 0.48), ~1% on GRR, nothing measurable on OLH.  The
 memoised null is exact given U, so it spends the whole budget: on Hadamard
 10% of honest epochs flagged at a 10-11% budget (composed: 3.3%) and nearly
-three times the detections at 2% fakes (README, "Poisoning", "Two-level forms").  What it
+three times the detections at 2% fakes (docs/poisoning.md, "Two-level forms").  What it
 assumes, like every drift test here: the devices of the latest epoch are
 those of the earlier ones.  A population that churns brings permanent-level
 noise back (a new device is a new draw of u) and raises false alarms; the

@@ -11,7 +11,7 @@ endpoint vs raw Redis over loopback HTTP), memory (Redis per metric-epoch,
 aggregator peak), e2e (devices/s through the SDK), sdk (the median cost of
 ``Client.record`` per mechanism and durability, no network).  Each figure is a median over
 repeated runs and each ratio is computed within this run.  The output is
-Markdown, ready to paste into the README, and is also written to
+Markdown, ready to paste into docs/performance.md, and is also written to
 ``benchmarks/results/<UTC date>-<time>[-quick].md``.  Service benchmarks
 start their own Redis and uvicorn processes on 127.0.0.1 and stop them by pid.
 """

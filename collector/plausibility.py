@@ -24,7 +24,7 @@ probability ~6e-7) is the threshold.
 What neither check can see: a client that sends a report with an honest
 number of bits that always includes the target bit shifts the estimate of the
 target by a / (p* - q*) * (1 - q*) for a fraction a of such clients, and
-leaves the count law and the sum intact (README, "Poisoning").  That lie, the
+leaves the count law and the sum intact (docs/poisoning.md).  That lie, the
 maximal gain attack of ``aggregator.attacks``, is what the estimate's own
 signals look for (``aggregator.poisoning``: impossible shares, drift of the
 latest epoch against the earlier ones, a robust median beside the estimate).

@@ -14,7 +14,7 @@ opaque *subject* digest that the per-unit limit is keyed by.  The default,
 ``InstallKeyAuth``, is a random per-install key the device draws once and
 sends as ``LDP-Install-Key`` (base64url, 32 bytes): registered on first
 contact, one token per install and unit.  What each choice buys is in the
-README ("The issuer and how a device authenticates"): an install key bounds
+docs/tokens.md ("The issuer and how a device authenticates"): an install key bounds
 what one install gets, not how many installs an attacker makes; an account or
 an app attestation (Play Integrity, App Attest) bounds the number of subjects
 as well.

@@ -1,4 +1,4 @@
-"""The README's "Operating" section, generated from the settings classes so it cannot drift.
+"""The "Operating" section of docs/operating.md, generated from the settings classes so it cannot drift.
 
     python -m ldp_cli.docs            # print the section (between its two markers)
 
@@ -8,7 +8,7 @@ its variable, which services read it, its default and its description (the
 field's docstring).  What is refused is not written by hand either: the
 classes are given probe configurations and their own refusal messages are
 listed (prod-only, then every mode).  tests/ldp_cli/test_operating_doc.py
-compares README.md's section with this output.
+compares docs/operating.md's section with this output.
 
 >>> text = operating_section()
 >>> text.startswith(START) and text.rstrip().endswith(END)

@@ -5,7 +5,7 @@
 
 What it does, in order:
 
-1. checks the settings (``LDP_*``, see the README's Operating section) and
+1. checks the settings (``LDP_*``, see docs/operating.md) and
    exits 1 with one line naming the refused variables, never their values;
 2. with more than one worker (or ``--metrics-dir``), empties a folder for
    prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``;

@@ -28,7 +28,7 @@ variances as weights (``aggregator.distribution``), which is the consistency
 step of Hay et al. (2010) done in one solve; the same inverse makes every cell
 an unbiased value of x, so the report answers the mean too (``report_values``).
 
-Measured against Square Wave (README, "Distributions and quantiles"): its
+Measured against Square Wave (docs/numeric.md): its
 unbiased CDF is 30-45% more precise at eps <= 1 (n = 10^5), so range-share
 intervals are 2.3-3.2 times narrower; but 16 grid points bias the CDF read
 between them by O(h^2 f'), which the intervals do not hold: 95% intervals

@@ -24,7 +24,7 @@ the counters as ``prefix_olh`` does with (p*, 1/g): q* = p*/g + (1 - 1/g) q*_g
 
 The price: (j, s), log2(m S) ~ 12.6 bits, is constant per device and value,
 a cohort as in RAPPOR: two reports of one device share it, and two devices
-share it with probability sum_j w_j^2 / S.  README "Windows of memoised
+share it with probability sum_j w_j^2 / S.  docs/privacy.md "Windows of memoised
 (two-level) metrics" states the linkability it gives (bench_linkability.py).
 
 Windows.  Two reports of one device and value share (j, s, B'): given them,

@@ -200,7 +200,7 @@ def test_event_loop_answers_healthz_during_a_heavy_request(services: dict[str, A
     is now held for, and far below what a blocked loop gives.  The same request
     is made once first: a fresh aggregator's first estimate of a metric pays a
     one-time warm-up that has held /healthz for 1.3-1.8 s (before this read
-    too: README, bench_paging), which is not what this test measures.
+    too: docs/analysts.md, bench_paging), which is not what this test measures.
     """
     base = services["default"]
     assert _get(base, "/v1/estimates/heavy").status_code == 200

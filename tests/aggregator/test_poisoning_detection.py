@@ -154,7 +154,7 @@ def test_the_95_percent_goal_is_within_reach_of_every_mechanism() -> None:
     every mechanism (Hadamard 96.5%, HCMS 96.6%).  With 10 earlier epochs the best
     any per-epoch test can do on Hadamard is 95.3% (spending the whole 1%); when
     the attacker's devices replace honest ones (tokens: 500 fakes, not 526) it is
-    93.9%, out of reach (README, "Poisoning")."""
+    93.9%, out of reach (docs/poisoning.md)."""
     power = {m.name: predicted_detection(Scenario(m), 0.05) for m in MECHANISMS}
     assert min(power.values()) >= 0.95, power
     hadamard = Scenario(mechanism("hadamard", epsilon=1.0, domain_size=32))

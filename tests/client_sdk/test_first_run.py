@@ -1,7 +1,7 @@
 """Issue 14, part 1: the Python SDK's first five minutes, tried as a newcomer would.
 
 Each test fails on the SDK before the fix:
-- a first run (fresh state folder) delivers every record of the README example
+- a first run (fresh state folder) delivers every record of the example in docs/sdk-python.md
   (before: ``unknown_metric`` for every first record, nothing logged);
 - a first launch with the collector down keeps the record, through the catalog
   bundled with the app or the value held in memory (never on disk);
@@ -57,7 +57,7 @@ def register(url: str, bodies: list[dict[str, Any]]) -> None:
 
 def test_readme_example_on_a_fresh_state_folder_delivers_every_record(
         collector_service: ServiceProcess, tmp_path: Path) -> None:
-    """The README's example, literally: construct, record at once, leave the block."""
+    """The example of docs/sdk-python.md, literally: construct, record at once, leave the block."""
     register(collector_service.url, [
         {"name": "browser", "kind": "categorical", "domain": ["firefox", "chrome", "safari"],
          "epsilon": 1.0, "mechanism": "grr"},

@@ -15,7 +15,7 @@ A categorical OUE metric (d = 16, epsilon = 4) and three epochs, each with
   of them the target.  Passes per report AND leaves the tally sum unchanged:
   not detectable by either check.  The test measures the damage: the estimate
   of the target moves by about a (P[K >= 1] - f p* - (1 - f) q*) / (p* - q*)
-  ~ 0.04, many stderr: the residual risk the README states.
+  ~ 0.04, many stderr: the residual risk docs/poisoning.md states.
 
 The limit itself is checked against scipy's binomial law: an honest report is
 refused with probability <= 1e-9, and one bit fewer would refuse more.

@@ -1,9 +1,7 @@
-"""README.md's "Operating" section is exactly what ``python -m ldp_cli.docs`` generates.
+"""docs/operating.md's "Operating" section is exactly what ``python -m ldp_cli.docs`` generates.
 
 The section sits between ``<!-- operating:start -->`` and ``<!-- operating:end -->``.
-Before the lead pastes it into README.md, notes/opsdeploy-readme.md carries it
-and is held to the same rule; a README without markers and without that note
-fails (the section was removed).
+A document without the markers fails (the section was removed).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ def section(path: Path) -> str | None:
 
 
 def test_readme_operating_section_is_generated() -> None:
-    found = section(REPO_ROOT / "README.md")
+    found = section(REPO_ROOT / "docs" / "operating.md")
     if found is None:
-        pytest.fail(f"README.md lost its {START} ... {END} section")
+        pytest.fail(f"docs/operating.md lost its {START} ... {END} section")
     assert found == operating_section(), "regenerate: python -m ldp_cli.docs"

@@ -81,7 +81,7 @@ def test_the_mean_is_unbiased_with_its_stated_variance(epsilon: float) -> None:
 
 
 def test_a_distribution_is_served_by_square_wave_only() -> None:
-    """The hierarchy's 16-point grid biases range and quantile intervals (README):
+    """The hierarchy's 16-point grid biases range and quantile intervals (docs/numeric.md):
     a spec that asks it for a distribution is refused by name; ``auto`` is Square Wave."""
     def spec(eps: float, mech: str = "auto") -> MetricSpec:
         return MetricSpec.from_json({"name": "lat", "kind": "numeric", "lo": 0, "hi": 9,

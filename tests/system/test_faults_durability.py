@@ -68,7 +68,7 @@ def test_redis_kill9_and_restart_from_aof_loses_no_acknowledged_report(
     appendfsync: str, tmp_path: Path
 ) -> None:
     """With ``always`` nothing acknowledged may be lost even by a machine crash.  With
-    ``everysec`` the test shows the weaker promise the README states: a crash of the Redis
+    ``everysec`` the test shows the weaker promise docs/collector.md states: a crash of the Redis
     process alone (the kernel survives and keeps its page cache) loses nothing either,
     because Redis writes the file before it replies; only fsync is deferred."""
     redis_server = RedisServer.start(tmp_path / "redis", appendfsync=appendfsync)
