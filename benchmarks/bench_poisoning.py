@@ -38,7 +38,7 @@ from ldp_core.registry import names_for
 
 HONEST = 10_000
 SHIFT = 0.10
-#: The lifetime budget of the two-level rows (the example of a longitudinal spec in docs/privacy.md).
+#: The lifetime budget of the two-level rows (docs/privacy.md's longitudinal example).
 EPS_INF = 4.0
 
 

@@ -31,7 +31,7 @@ usable per master; one token per device and day (tokens-v2), checked once
 per device batch.
 
     .venv/bin/python benchmarks/bench_cluster_sim.py --metrics 200 --sizes 1e5,1e6,1e7 \
-        --device-sizes 1e5      # calibrates, checks and prints the model (docs/tokens.md, "Capacity")
+        --device-sizes 1e5      # calibrates, checks, prints the model (docs/tokens.md)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The "Operating" section of docs/operating.md, generated from the settings classes so it cannot drift.
+"""docs/operating.md's "Operating" section, generated from the settings classes (no drift).
 
     python -m ldp_cli.docs            # print the section (between its two markers)
 
