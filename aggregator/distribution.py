@@ -267,7 +267,7 @@ class DistributionEstimate:
         unbiased CDF (``aggregator.quantiles``); one bootstrap serves them all, and its
         draws do not depend on which qs are asked.  The value is the served shape's own
         q-quantile, moved to the interval's nearer end when it lies outside: the shape
-        reads a tail far better than the noisy unbiased CDF (README: mean error 0.05
+        reads a tail far better than the noisy unbiased CDF (docs/numeric.md: error 0.05
         against 0.16 of the range at p99, eps = 0.5), and the interval keeps it honest."""
         for q in qs:
             if not 0 < q < 1:

@@ -229,7 +229,7 @@ def inverted_hull(
     x: np.ndarray, f: np.ndarray, sd: np.ndarray, q: float, z: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(low, high, pieces) per row: the hull of {x : |F_hat(x) - q| <= z sd(x)}, the
-    inverted z-test of the unbiased CDF alone (measured, not served: README), with
+    inverted z-test of the unbiased CDF alone (measured, not served: docs/numeric.md), with
     F_hat -+ z sd linear between the points; pieces > 1 when the set has gaps."""
 
     def at_most(c0: np.ndarray, c1: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
