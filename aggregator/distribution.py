@@ -41,10 +41,11 @@ after the rounding, so the spread *between* people, phi_x^2 . x - F^2, is not
 noise about the population's own CDF).  Both terms are estimated without bias
 from the same tallies: pi_i by C_i / n, phi_x^2 . x by share @ (P phi_x^2).  A
 range share is the difference of two such functionals, with a normal interval.
-A quantile is read from a monotone version of F_hat (clipped to [0, 1]), and
-its interval inverts a basic bootstrap test of that same monotone CDF, drawn
+A quantile's interval inverts a basic bootstrap test of a monotone version of
+F_hat (clipped to [0, 1]), drawn
 through the exact channel from a fixed population with the served shape's law
-(``aggregator.quantiles``: why the CDF scale, why fixed, the cost bounds).  EMS
+(``aggregator.quantiles``: why the CDF scale, why fixed, the cost bounds); the
+value served is the shape's quantile, moved into that interval if outside.  EMS
 itself is not bootstrapped: its smoothing bias does not shrink with n while
 its spread does, so intervals around it under-cover (README).  Any grid
 channel serves: Square Wave, and the hierarchical histogram that the benchmark
@@ -75,7 +76,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.quantiles import DEFAULT_BOOTSTRAP, Bootstrap, CdfBootstrap, bootstrap_cdf
+from aggregator.quantiles import (
+    DEFAULT_BOOTSTRAP,
+    Bootstrap,
+    CdfBootstrap,
+    bootstrap_cdf,
+    read_quantiles,
+)
 from aggregator.shape import (
     ems,
     isotonic_masses,
@@ -258,15 +265,27 @@ class DistributionEstimate:
     def quantile_intervals(self, qs: Sequence[float]) -> list[Interval]:
         """Each q-quantile with its interval from the parametric bootstrap of the monotone
         unbiased CDF (``aggregator.quantiles``); one bootstrap serves them all, and its
-        draws do not depend on which qs are asked."""
+        draws do not depend on which qs are asked.  The value is the served shape's own
+        q-quantile, moved to the interval's nearer end when it lies outside: the shape
+        reads a tail far better than the noisy unbiased CDF (docs/numeric.md: error 0.05
+        against 0.16 of the range at p99, eps = 0.5), and the interval keeps it honest."""
         for q in qs:
             if not 0 < q < 1:
                 raise ValueError(f"a quantile must be in (0, 1), got {q!r}")
         if not qs:
             return []
-        boot = self.bootstrap_cdf()
+        return self.intervals_from(self.bootstrap_cdf(), qs)
+
+    def intervals_from(self, boot: CdfBootstrap, qs: Sequence[float]) -> list[Interval]:
+        """``quantile_intervals`` from a bootstrap already drawn (the benchmark reads
+        the same replicates in other ways)."""
         bands = boot.bands(self.confidence)
-        return [Interval(*boot.interval(q, bands)) for q in qs]
+        shape = read_quantiles(boot.x, cdf_of_masses(self.masses, self.m.lo, self.m.hi)(boot.x), qs)
+        out = []
+        for q, value in zip(qs, shape[0], strict=True):
+            stderr, low, high = boot.interval(q, bands)
+            out.append(Interval(float(np.clip(value, low, high)), stderr, low, high))
+        return out
 
     def bootstrap_cdf(self) -> CdfBootstrap:
         """The bootstrap behind the quantile intervals: the monotone unbiased CDF at the

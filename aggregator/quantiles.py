@@ -24,7 +24,8 @@ flat tail skew it (under-cover).  The bootstrap measures the estimator as it is:
    scale: with e_lo(x), e_hi(x) the a/2 and 1 - a/2 quantiles of the error
    F*(x) - F_G(x) over the replicates, the q-quantile's interval is the set
    of x where F(x) = q is not rejected, F_hat(x) - e_hi(x) <= q <= F_hat(x) -
-   e_lo(x); the value is where F_hat(x) - median error reaches q.
+   e_lo(x).  The value served in it is the shape's own q-quantile, moved to the
+   interval's nearer end if outside (``DistributionEstimate.quantile_intervals``).
 
 Why the CDF scale and not the quantile scale.  The basic interval needs a
 pivot whose law hardly depends on the unknown distribution.  The error of
@@ -229,46 +230,45 @@ class CdfBootstrap:
     own: Floats
 
     def bands(self, confidence: float) -> Floats:
-        """(3, P): the a/2, 1/2 and 1 - a/2 quantiles of the CDF error F* - F_G at x.
-        When fewer than ``MIN_TAIL`` replicates would lie beyond a/2 (a confidence
-        that R replicates cannot resolve, e.g. 1 - 1e-8), the outer two are the
-        median -+ z sd of the error instead: the bootstrap's centre and spread with
-        normal tails.
+        """(2, P): the a/2 and 1 - a/2 quantiles of the CDF error F* - F_G at x.  When
+        fewer than ``MIN_TAIL`` replicates would lie beyond a/2 (a confidence that R
+        replicates cannot resolve, e.g. 1 - 1e-8), they are the median -+ z sd of the
+        error instead: the bootstrap's centre and spread with normal tails.
 
         >>> x = np.linspace(0.0, 1.0, 3)
         >>> b = CdfBootstrap(x, x, x + np.linspace(-0.1, 0.1, 201)[:, None], x)
-        >>> b.bands(0.9)[:, 1].round(3).tolist()   # the empirical 5%, 50%, 95%
-        [-0.09, 0.0, 0.09]
+        >>> b.bands(0.9)[:, 1].round(3).tolist()   # the empirical 5% and 95%
+        [-0.09, 0.09]
         >>> b.bands(0.999)[:, 1].round(3).tolist()  # 0.1 per tail: 3.29 sd (0.058)
-        [-0.191, 0.0, 0.191]
+        [-0.191, 0.191]
         """
         alpha = 1 - confidence
         errors = self.replicate - self.own
         if alpha / 2 * len(errors) >= MIN_TAIL:
-            return np.quantile(errors, [alpha / 2, 0.5, 1 - alpha / 2], axis=0)
+            return np.quantile(errors, [alpha / 2, 1 - alpha / 2], axis=0)
         median = np.median(errors, axis=0)
         spread = NormalDist().inv_cdf(1 - alpha / 2) * np.std(errors, axis=0, ddof=1)
-        return np.stack([median - spread, median, median + spread])
+        return np.stack([median - spread, median + spread])
 
-    def interval(self, q: float, bands: Floats) -> tuple[float, float, float, float]:
-        """(value, stderr, ci_low, ci_high) of the q-quantile.  The interval: the points x
-        where F(x) = q is not rejected, i.e. F_hat(x) - q lies between the bootstrap
-        error's a/2 and 1 - a/2 quantiles at x: from where F_hat less the former reaches q
-        to where F_hat less the latter does (each read as a quantile, monotone and linear
-        between points); the value: where F_hat less the error's median reaches q; the
-        stderr: the sd of the replicates' own q-quantiles.
+    def interval(self, q: float, bands: Floats) -> tuple[float, float, float]:
+        """(stderr, ci_low, ci_high) of the q-quantile.  The interval: the points x where
+        F(x) = q is not rejected, i.e. F_hat(x) - q lies between the bootstrap error's
+        a/2 and 1 - a/2 quantiles at x: from where F_hat less the former reaches q to
+        where F_hat less the latter does (each read as a quantile, monotone and linear
+        between points); the stderr: the sd of the replicates' own q-quantiles.
 
-        >>> x = np.linspace(0.0, 1.0, 101)    # a CDF, and three replicates 0.1 apart
+        >>> x = np.linspace(0.0, 1.0, 101)    # a CDF, and replicates up to 0.1 apart
         >>> b = CdfBootstrap(x, x, x + np.linspace(-0.1, 0.1, 201)[:, None], x)
         >>> [round(v, 3) for v in b.interval(0.5, b.bands(0.9))]
-        [0.5, 0.058, 0.41, 0.59]
+        [0.058, 0.41, 0.59]
         """
-        low_error, median_error, high_error = bands
-        value, ci_high, ci_low = read_quantiles(
-            self.x, self.observed - np.stack([median_error, high_error, low_error]), (q,)
+        low_error, high_error = bands
+        # F_hat less the low error is the higher CDF: it reaches q first.
+        ci_low, ci_high = read_quantiles(
+            self.x, self.observed - np.stack([low_error, high_error]), (q,)
         )[:, 0]
         stderr = float(np.std(read_quantiles(self.x, self.replicate, (q,))[:, 0], ddof=1))
-        return float(np.clip(value, ci_low, ci_high)), stderr, float(ci_low), float(ci_high)
+        return stderr, float(ci_low), float(ci_high)
 
 
 def bootstrap_cdf(

@@ -5,7 +5,8 @@ Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (all three
 tables, or any of ``--accuracy``, ``--coverage``, ``--cost``; for the coverage,
 ``--shapes beta,bimodal --eps 0.5,1,2,4 --populations P --trials T --first F``
 choose the cells and the populations F..F+P-1, so that cells run as separate
-processes); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
+processes, and ``--hull`` measures the z-test hull and range shares alone, with
+no bootstrap); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
 ``--smoothing [--eps 0.5,1 --surveys 20]`` for EMS weights 1/128..1/32 at low
 eps on those shapes.  ``--accuracy --paired``
 adds each row's paired difference to the best OUE and a one-sided test;
@@ -23,8 +24,10 @@ adds each row's paired difference to the best OUE and a one-sided test;
    variance is never above OLH's).  Square Wave is the one served.
 2. Coverage of the served 95% intervals at n = 10^5: quantiles (the inverted
    parametric bootstrap test of the monotone CDF, ``aggregator.quantiles``;
-   beside it, from the same replicates, the quantile-scale basic and percentile
-   intervals, and the former Woodruff one) and range shares (unbiased, normal),
+   beside it, on the same tallies, the hull of the inverted z-test of the
+   unbiased CDF, and from the same replicates the quantile-scale basic and
+   percentile intervals, and the former Woodruff one; the served value's error
+   beside the former value's and the shape's own) and range shares (unbiased, normal),
    over ``populations`` drawn populations x ``trials`` independent tallies of
    each, with each figure's exact binomial 95% interval.
 3. Cost of one served estimate, in CPU time, with its shape and its quantile
@@ -51,7 +54,6 @@ from aggregator.consistency import norm_sub
 from aggregator.distribution import (
     DistributionEstimate,
     GridChannel,
-    Interval,
     cdf_knots,
     cdf_of_masses,
     ems,
@@ -223,16 +225,51 @@ def _paired_cells(got: dict[str, list[np.ndarray]], best: int) -> list[str]:
     return [f"{diffs[best].mean():+.4f} ± {se[best]:.4f}", f"{t[best]:.1f}", f"{p:.1g}"]
 
 
+def inverted_hull(
+    x: np.ndarray, f: np.ndarray, sd: np.ndarray, q: float, z: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, pieces) per row: the hull of {x : |F_hat(x) - q| <= z sd(x)}, the
+    inverted z-test of the unbiased CDF alone (measured, not served: docs/numeric.md), with
+    F_hat -+ z sd linear between the points; pieces > 1 when the set has gaps."""
+
+    def at_most(c0: np.ndarray, c1: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+        # on each segment t in [0, 1], the t where c0 + t (c1 - c0) <= level
+        d = c1 - c0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (level - c0) / d
+        empty = ((d == 0) & (c0 > level)) | ((d > 0) & (t < 0)) | ((d < 0) & (t > 1))
+        lo = np.where(empty, 2.0, np.where(d < 0, np.clip(t, 0, 1), 0.0))
+        hi = np.where(empty, -1.0, np.where(d > 0, np.clip(t, 0, 1), 1.0))
+        return lo, hi
+
+    a, b = f - z * sd, f + z * sd
+    lo1, hi1 = at_most(a[:, :-1], a[:, 1:], q)
+    lo2, hi2 = at_most(-b[:, :-1], -b[:, 1:], -q)
+    lo, hi = np.maximum(lo1, lo2), np.minimum(hi1, hi2)
+    inside = lo <= hi
+    step = np.diff(x)
+    low = np.where(inside, x[:-1] + lo * step, np.inf).min(axis=1)
+    high = np.where(inside, x[:-1] + hi * step, -np.inf).max(axis=1)
+    joined = np.zeros_like(inside)
+    joined[:, 1:] = inside[:, :-1] & (hi[:, :-1] >= 1) & (lo[:, 1:] <= 0)
+    return low, high, (inside & ~joined).sum(axis=1)
+
+
 def coverage_table(
     populations: int,
     trials: int,
     shapes: tuple[str, ...] = SHAPES,
     epsilons: tuple[float, ...] = COVERAGE_EPSILONS,
     first: int = 0,
+    bootstrap: bool = True,
 ) -> str:
     """Coverage of Square Wave's served 95% intervals (quantiles: the inverted bootstrap
-    test of the CDF; beside them, from the same replicates, the quantile-scale basic and
-    percentile forms, and the former Woodruff one), over populations first, first + 1, ..."""
+    test of the CDF; beside them, on the same tallies, the inverted z-test of the
+    unbiased CDF alone, the quantile-scale basic and percentile forms from the same
+    replicates, and the former Woodruff one), over populations first, first + 1, ...
+    The value errors: served (the shape's quantile moved into the interval), the former
+    value (where F_hat less the bootstrap's median error reaches q), the shape's own.
+    ``bootstrap=False`` (``--hull``): the z-test hull alone, no bootstrap (seconds)."""
     rows = []
     z = 1.959963984540054
     for shape in shapes:
@@ -240,29 +277,44 @@ def coverage_table(
             m = build("square_wave", eps)
             x, w, w2 = search_weights(m)
             nq = len(QUANTILES)
-            hits = {key: np.zeros(nq) for key in ("cdf", "basic", "percentile", "woodruff")}
-            width, error = np.zeros(nq), np.zeros((2, nq))
+            keys = ("cdf", "hull", "basic", "percentile", "woodruff")
+            hits = {key: np.zeros(nq) for key in keys}
+            width, hull_width, gaps = np.zeros(nq), np.zeros(nq), np.zeros(nq)
+            error = np.zeros((3, nq))
             range_hits = np.zeros(len(RANGES))
             for p in range(first, first + populations):
                 values = draw(shape, N, 50_000 + p)
                 truth_q = np.quantile(values, QUANTILES)
                 truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
                 counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
-                # the served shape, one batch
-                masses = ems(m.transition(), counts, smoothing=smoothing_for(eps))[0]
                 share = counts / N
                 f = share @ w
                 se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
+                for i, q in enumerate(QUANTILES):
+                    low, high, pieces = inverted_hull(x, f, se, q, z)
+                    hits["hull"][i] += np.sum((low <= truth_q[i]) & (truth_q[i] <= high))
+                    hull_width[i] += np.sum(high - low)
+                    gaps[i] += np.sum(pieces > 1)
+                for i, (a, b) in enumerate(RANGES):
+                    phi, phi2 = range_weights(m, a, b)
+                    value = share @ phi
+                    sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
+                    range_hits[i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
+                if not bootstrap:
+                    continue
+                # the served shape, one batch
+                masses = ems(m.transition(), counts, smoothing=smoothing_for(eps))[0]
                 for row in range(trials):
                     d = _unshaped(m, share[row], masses[row])
                     boot = d.bootstrap_cdf()
-                    bands = boot.bands(0.95)
-                    served = [Interval(*boot.interval(q, bands)) for q in QUANTILES]
+                    served = d.intervals_from(boot, QUANTILES)
                     if row == 0:  # the same as the API's
                         assert served == d.quantile_intervals(QUANTILES)
                     replicate = read_quantiles(x, boot.replicate, QUANTILES)
                     own = read_quantiles(x, boot.own, QUANTILES)[0]
                     raw = read_quantiles(x, boot.observed, QUANTILES)[0]
+                    median = np.median(boot.replicate - boot.own, axis=0)
+                    former = read_quantiles(x, boot.observed - median, QUANTILES)[0]
                     ems_q = read_quantiles(x, cdf_of_masses(masses[row], 0.0, 1.0)(x), QUANTILES)[0]
                     for i, q in enumerate(QUANTILES):
                         t = truth_q[i]
@@ -273,38 +325,36 @@ def coverage_table(
                         old = quantile_interval(x, f[row], se[row], q, z)
                         hits["woodruff"][i] += old.ci_low <= t <= old.ci_high
                         width[i] += served[i].ci_high - served[i].ci_low
-                        error[:, i] += abs(served[i].value - t), abs(ems_q[i] - t)
-                for i, (a, b) in enumerate(RANGES):
-                    phi, phi2 = range_weights(m, a, b)
-                    value = share @ phi
-                    sd = np.sqrt(np.maximum(share @ (phi * phi) - share @ phi2, 0.0) / N)
-                    range_hits[i] += np.sum(np.abs(value - truth_r[i]) <= z * sd)
+                        kept = np.clip(former[i], served[i].ci_low, served[i].ci_high)
+                        error[:, i] += abs(served[i].value - t), abs(kept - t), abs(ems_q[i] - t)
             total = populations * trials
-            rows.append(
-                [
-                    shape,
-                    f"{eps:g}",
-                    *(_covered(int(h), total) for h in hits["cdf"]),
-                    " ".join(f"{h / total:.3f}" for h in hits["basic"]),
-                    " ".join(f"{h / total:.3f}" for h in hits["percentile"]),
-                    " ".join(f"{h / total:.3f}" for h in hits["woodruff"]),
-                    " ".join(f"{h / total:.3f}" for h in range_hits),
-                    " ".join(f"{v / total:.3f}" for v in width),
-                    " / ".join(f"{a / total:.4f} {b / total:.4f}" for a, b in error.T),
-                ]
-            )
-    head = [f"p{q * 100:g} served [95% CI]" for q in QUANTILES]
+            hull = [
+                *(_covered(int(h), total) for h in hits["hull"]),
+                " ".join(f"{v / total:.3f}" for v in hull_width),
+                " ".join(f"{v / total:.2f}" for v in gaps),
+                " ".join(f"{h / total:.3f}" for h in range_hits),
+            ]
+            boot = [
+                *(_covered(int(h), total) for h in hits["cdf"]),
+                " ".join(f"{v / total:.3f}" for v in width),
+                *(" ".join(f"{h / total:.3f}" for h in hits[k]) for k in keys[2:]),
+                " / ".join(" ".join(f"{v / total:.4f}" for v in e) for e in error),
+            ]
+            rows.append([shape, f"{eps:g}", *hull, *(boot if bootstrap else ["-"] * len(boot))])
     return table(
         [
             "data",
             "eps",
-            *head,
+            *(f"p{q * 100:g} z-test hull [95% CI]" for q in QUANTILES),
+            "mean width hull p50 p90 p99",
+            "hull with gaps",
+            "ranges " + " ".join(f"[{a:g},{b:g}]" for a, b in RANGES),
+            *(f"p{q * 100:g} served [95% CI]" for q in QUANTILES),
+            "mean width served",
             "quantile-scale basic p50 p90 p99",
             "percentile p50 p90 p99",
             "Woodruff p50 p90 p99",
-            "ranges " + " ".join(f"[{a:g},{b:g}]" for a, b in RANGES),
-            "mean width p50 p90 p99",
-            "abs error served / EMS p50 p90 p99",
+            "abs error p50 p90 p99: served / former / shape",
         ],
         rows,
     )
@@ -377,7 +427,9 @@ def main() -> None:
             )
         )
         first = int(_option("--first", "0"))
-        print(coverage_table(populations, trials, shapes, epsilons, first))
+        print(
+            coverage_table(populations, trials, shapes, epsilons, first, "--hull" not in sys.argv)
+        )
         print()
     if "--cost" in parts:
         print(header("Cost of one served distribution estimate"))

@@ -1,4 +1,4 @@
-"""The quantile bootstrap: its draws' law, its determinism, and its cost bounds.
+"""The quantile bootstrap: its draws' law, its determinism, its cost bounds, the value served.
 
 False-positive rates (each stated at the check):
 - the fixed population's tallies: mean and variance of each cell over 4,000
@@ -93,18 +93,34 @@ def test_the_interval_holds_the_value_and_the_stderr_is_the_replicates_spread() 
 
 def test_the_interval_inverts_the_bootstrap_test_of_the_cdf() -> None:
     # An estimator whose CDF error is biased up by 0.05 at every point with spread
-    # +-0.02: the interval is where F_hat(x) - q lies in [0.03, 0.07], and the value
-    # where F_hat(x) - 0.05 = q.
+    # +-0.02: the interval is where F_hat(x) - q lies in [0.03, 0.07].
     x = np.linspace(0.0, 1.0, 1001)
     own = x.copy()
     replicate = own + 0.05 + np.linspace(-0.02, 0.02, 401)[:, None]
     boot = CdfBootstrap(x, np.clip(x + 0.05, 0, 1), replicate, own)
-    value, stderr, low, high = boot.interval(0.5, boot.bands(0.95))
+    stderr, low, high = boot.interval(0.5, boot.bands(0.95))
     lo_err, hi_err = np.quantile(np.linspace(-0.02, 0.02, 401), [0.025, 0.975]) + 0.05
-    assert value == pytest.approx(0.5, abs=1e-3)
     assert (low, high) == pytest.approx((0.5 - hi_err + 0.05, 0.5 - lo_err + 0.05), abs=1e-3)
     # The quantile-scale spread of the replicates: 0.02 / sqrt(3) for a uniform shift.
     assert stderr == pytest.approx(0.04 / np.sqrt(12), rel=0.02)
+
+
+@pytest.mark.parametrize("kind", [SquareWave, HierarchicalHistogram])
+def test_the_value_is_the_shapes_quantile_moved_into_the_interval(kind: type) -> None:
+    # eps = 0.5: p99's interval is wide and the shape's p99 lies inside it; p50's is
+    # narrow, and wherever the shape's p50 lies the value is it, clipped.  The former
+    # value (where F_hat less the bootstrap's median error reaches q) is not the shape's.
+    m = kind(0.5, 0.0, 1.0)
+    values = np.random.default_rng(21).beta(2, 5, size=20_000)
+    t = m.simulate_tallies(values, 1, np.random.default_rng(22))[0]
+    d = estimate_distribution(m, t, 20_000, bootstrap=Bootstrap(MIN_REPLICATES, seed=1))
+    x, _, _ = search_weights(m)
+    qs = (0.5, 0.99)
+    shape = read_quantiles(x, cdf_of_masses(d.masses, 0.0, 1.0)(x), qs)[0]
+    served = d.quantile_intervals(qs)
+    for own, interval in zip(shape, served, strict=True):
+        assert interval.value == pytest.approx(np.clip(own, interval.ci_low, interval.ci_high))
+    assert served[1].ci_low < shape[1] < served[1].ci_high  # inside: exactly the shape's
 
 
 def test_read_quantiles_matches_the_scalar_inverse() -> None:
@@ -160,12 +176,11 @@ def test_a_confidence_the_replicates_cannot_resolve_gets_normal_tails() -> None:
     x = np.linspace(0.0, 1.0, 5)
     noise = np.random.default_rng(8).normal(0.0, 0.01, size=(1000, 1))
     boot = CdfBootstrap(x, x, x + noise, x)
-    low, mid, high = boot.bands(1 - 1e-8)
+    low, high = boot.bands(1 - 1e-8)
     z = 5.730729  # the normal's 1 - 5e-9 quantile
     sd = float(np.std(noise, ddof=1))
-    assert mid == pytest.approx(np.median(noise))
     assert high == pytest.approx(np.median(noise) + z * sd)
     assert low == pytest.approx(np.median(noise) - z * sd)
     assert (high - low)[0] > 2 * float(np.abs(noise).max())
     # At 0.95, 25 replicates per tail: empirical quantiles.
-    assert boot.bands(0.95)[2] == pytest.approx(np.quantile(noise, 0.975))
+    assert boot.bands(0.95)[1] == pytest.approx(np.quantile(noise, 0.975))
