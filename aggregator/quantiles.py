@@ -38,7 +38,7 @@ zero in the tail at p99).  Measured on the benchmark's populations
 quantile-scale basic interval covered p99 0.47-0.70 at eps <= 1 and the
 percentile interval [Q*(a/2), Q*(1 - a/2)] of the replicates' quantiles
 0.00-0.01 on Beta(2, 5) (it is centred on G's quantile plus the estimator's
-bias), where the CDF-scale interval covered 0.915-0.958 (README for the full
+bias), where the CDF-scale interval covered 0.915-0.958 (docs/numeric.md for the full
 table).  The stderr served is the sd of the replicates' quantiles.
 
 Cost is bounded: no EM is re-run (the estimator is linear in the tallies and
@@ -84,7 +84,7 @@ __all__ = [
 ]
 
 Floats = npt.NDArray[np.float64]
-#: Bootstrap tallies per estimate unless asked (README, "Distributions and quantiles").
+#: Bootstrap tallies per estimate unless asked (docs/numeric.md).
 DEFAULT_REPLICATES = 1000
 #: Fewer leave the 2.5% tail of a 95% interval with a handful of replicates.
 MIN_REPLICATES = 200
