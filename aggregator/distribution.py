@@ -19,7 +19,8 @@ benchmark's own two shapes; it is tuning, so it was re-checked on three other
 shapes (trimodal, exponential, uniform) and other seeds: over s in {0, 1/64,
 1/32, 1/16, 0.1, 0.3}, s = 1/32 has the lowest geometric mean of W1 over each
 row's best (1.15; 1/64: 1.17, 1/16: 1.20, s = 0: 1.54; docs/numeric.md).
-Per eps on those shapes (20 surveys, new seeds), 1/64 is the better weight at eps <= 1 (``aggregator.shape.smoothing_for``).
+Per eps on those shapes (20 surveys, new seeds), 1/64 is the better weight at
+eps <= 1 (``aggregator.shape.smoothing_for``).
 
 Reading grid masses as a distribution over [lo, hi]: grid point j's mass is
 spread evenly over [t_j - h/2, t_j + h/2] (h = (hi - lo)/k, clipped at lo and

@@ -3,7 +3,8 @@
 ``aggregator.distribution`` serves Square Wave's shape by EM with smoothing
 over its exact channel (its module docstring gives the step and why the
 smoothing is 1/32 of the paper's kernel, 1/64 at eps <= 1; docs/numeric.md: the
-sweeps on other shapes behind both), and a hierarchical histogram's by the isotonic regression of its unbiased CDF.
+sweeps on other shapes behind both), and a hierarchical histogram's by the
+isotonic regression of its unbiased CDF.
 
 >>> t = np.array([[0.7, 0.3], [0.3, 0.7]])
 >>> ems(t, [550, 450])[0].round(2).tolist()
