@@ -27,7 +27,7 @@ trip); the aggregator bounds it per request (``LDP_MAX_READ_COUNTERS``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -90,32 +90,31 @@ class ReadSide(StoreBase):
 
     async def read_counts(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]:
         """epoch -> number of reports (one small read per shard; no counter is read)."""
-        wanted = set(epochs)
-        slots = [(e, s) for e, s in await self._slots(spec) if e in wanted]
-        if not slots:
-            return {}
-        pipe = self.client.pipeline(transaction=False)
-        for epoch, shard in slots:
-            pipe.hget(f"{tally_tag(spec, epoch, shard)}:t", "n")
-        out: dict[int, int] = {}
-        for (epoch, _), n in zip(slots, await pipe.execute(), strict=True):
-            out[epoch] = out.get(epoch, 0) + int(n or 0)
-        return {e: out[e] for e in sorted(out) if out[e] > 0}
+        counts = await self._per_slot(spec, epochs, lambda pipe, key: pipe.hget(key, "n"))
+        return {e: n for e, n in counts.items() if n > 0}
 
     async def read_stored(self, spec: MetricSpec, epochs: Iterable[int]) -> dict[int, int]:
         """epoch -> counters stored over its shards (what a read of it parses), without
         reading them: one pipelined HLEN per slot.  Epochs without a slot are left out."""
+        # Every field but the report count "n" is a counter.
+        return await self._per_slot(spec, epochs, lambda pipe, key: pipe.hlen(key), less=1)
+
+    async def _per_slot(
+        self, spec: MetricSpec, epochs: Iterable[int], ask: Callable[[Any, str], Any],
+        less: int = 0,
+    ) -> dict[int, int]:
+        """epoch -> the sum over its slots of one small pipelined read of each tally hash
+        (``ask(pipe, key)``), minus ``less`` per slot (never below 0), epochs ascending."""
         wanted = set(epochs)
         slots = [(e, s) for e, s in await self._slots(spec) if e in wanted]
         if not slots:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for epoch, shard in slots:
-            pipe.hlen(f"{tally_tag(spec, epoch, shard)}:t")
+            ask(pipe, f"{tally_tag(spec, epoch, shard)}:t")
         out: dict[int, int] = {}
-        for (epoch, _), fields in zip(slots, await pipe.execute(), strict=True):
-            # Every field but the report count "n" is a counter.
-            out[epoch] = out.get(epoch, 0) + max(0, int(fields) - 1)
+        for (epoch, _), value in zip(slots, await pipe.execute(), strict=True):
+            out[epoch] = out.get(epoch, 0) + max(0, int(value or 0) - less)
         return dict(sorted(out.items()))
 
     async def read_vectors(
