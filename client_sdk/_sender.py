@@ -108,8 +108,10 @@ class Sender:
             if results is None:
                 log.warning("collector answered %d with an unreadable body", status)
                 return self._retry(claimed, None)
-            self.store.remove(seqs)
+            # Removed and counted under one lock: a flush that sees nothing pending
+            # also sees these reports in the counters.
             with self._cond:
+                self.store.remove(seqs)
                 self._tally["batches"] += 1
                 for kind, code in results:
                     if kind == "accepted":
@@ -131,8 +133,8 @@ class Sender:
             return "ok"
         code = problem_code(answer) or f"http_{status}"
         log.warning("collector refused a batch of %d: %d %s (dropped)", len(claimed), status, code)
-        self.store.remove(seqs)
         with self._cond:
+            self.store.remove(seqs)
             self._dropped[code] += len(claimed)
             self._after_removal_locked()
         return "ok"
