@@ -107,7 +107,6 @@ __all__ = [
     "ems",
     "estimate_distribution",
     "isotonic_masses",
-    "quantile_interval",
     "range_weights",
     "search_weights",
     "unbiased_inverse",
@@ -206,21 +205,6 @@ def search_weights(m: GridChannel) -> tuple[Floats, Floats, Floats]:
     x = np.linspace(m.lo, m.hi, SEARCH * m.k + 1)
     phi = _below(m.lo, m.hi, m.k, x)
     return x, unbiased_inverse(m) @ phi, unbiased_inverse(m) @ (phi * phi)
-
-
-def quantile_interval(x: Floats, f: Floats, se: Floats, q: float, z: float) -> Interval:
-    """The q-quantile of the unbiased CDF f (stderr se) at the points x, where a monotone
-    version of f reaches q, with Woodruff's interval: its quantiles at q -+ z se, se
-    taken at the estimate.  No longer served (3 of 18 coverage figures inside 93-97%);
-    the benchmark keeps it beside the bootstrap interval that replaced it."""
-    clipped = np.clip(f, 0.0, 1.0)
-    # A monotone CDF: the mean of the running max from the left and min from the right.
-    monotone = (np.maximum.accumulate(clipped) + np.minimum.accumulate(clipped[::-1])[::-1]) / 2
-    value = _inverse(x, monotone, q)
-    spread = z * float(np.interp(value, x, se))
-    return Interval(
-        value, None, _inverse(x, monotone, q - spread), _inverse(x, monotone, q + spread)
-    )
 
 
 @dataclass(frozen=True)

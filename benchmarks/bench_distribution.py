@@ -53,12 +53,14 @@ from scipy.stats import t as t_dist
 from aggregator.consistency import norm_sub
 from aggregator.distribution import (
     DistributionEstimate,
+    Floats,
     GridChannel,
+    Interval,
+    _inverse,
     cdf_knots,
     cdf_of_masses,
     ems,
     estimate_distribution,
-    quantile_interval,
     range_weights,
     search_weights,
     wasserstein1,
@@ -223,6 +225,21 @@ def _paired_cells(got: dict[str, list[np.ndarray]], best: int) -> list[str]:
     t = {d: float(v.mean()) / se[d] for d, v in diffs.items()}
     p = max(float(t_dist.cdf(t[d], len(sw) - 1)) for d in OUE_BUCKETS)
     return [f"{diffs[best].mean():+.4f} ± {se[best]:.4f}", f"{t[best]:.1f}", f"{p:.1g}"]
+
+
+def quantile_interval(x: Floats, f: Floats, se: Floats, q: float, z: float) -> Interval:
+    """The q-quantile of the unbiased CDF f (stderr se) at the points x, where a monotone
+    version of f reaches q, with Woodruff's interval: its quantiles at q -+ z se, se
+    taken at the estimate.  No longer served (3 of 18 coverage figures inside 93-97%):
+    kept here beside the bootstrap interval that replaced it."""
+    clipped = np.clip(f, 0.0, 1.0)
+    # A monotone CDF: the mean of the running max from the left and min from the right.
+    monotone = (np.maximum.accumulate(clipped) + np.minimum.accumulate(clipped[::-1])[::-1]) / 2
+    value = _inverse(x, monotone, q)
+    spread = z * float(np.interp(value, x, se))
+    return Interval(
+        value, None, _inverse(x, monotone, q - spread), _inverse(x, monotone, q + spread)
+    )
 
 
 def inverted_hull(
