@@ -3,19 +3,20 @@
 A request reads the stored counters of each epoch it reads from Redis (only
 counters that were ever set are stored: a string metric declares 325,632
 counters, and an epoch of 10^5 reports holds about 96,000 over its shards).
-``ReadCost`` is that count per epoch, never more than the metric's declared
-width; ``ReadBound`` caps its sum (``LDP_MAX_READ_COUNTERS``): a window
+``ReadCost`` is that count per epoch, summed over the epoch's shards: a dense
+metric of width d stores up to d counters in each of its shards, all of which
+a read parses; ``ReadBound`` caps its sum (``LDP_MAX_READ_COUNTERS``): a window
 estimate over more is refused (422 ``window_too_costly``, saying the numbers,
 the largest window that fits and the paged series), and a series is answered
 in pages of at most ``page_limit`` epochs, each page one bounded request.
 
 >>> b = ReadBound(max_counters=10_000, max_page=100)
->>> b.fits(ReadCost.declared(64, 150)), b.fits(ReadCost.declared(64, 157))
+>>> b.fits(ReadCost((64,) * 150)), b.fits(ReadCost((64,) * 157))
 (True, False)
 >>> b.fits(ReadCost((4000, 3000, 2000))), b.fits(ReadCost((4000, 3000, 4000)))
 (True, False)
->>> wide = ReadCost.declared(64, 500)
->>> b.page_limit(wide), b.page_limit(wide, asked=20), b.page_limit(ReadCost.declared(10, 500))
+>>> wide = ReadCost((64,) * 500)
+>>> b.page_limit(wide), b.page_limit(wide, asked=20), b.page_limit(ReadCost((10,) * 500))
 (100, 20, 100)
 
 Pages follow the epochs with data of the window in ascending order; the
@@ -51,24 +52,17 @@ __all__ = [
 class ReadCost:
     """Counters one read of a window takes, per epoch with data (in window order).
 
-    >>> ReadCost.declared(64, 3)
-    ReadCost(per_epoch=(64, 64, 64))
-    >>> c = ReadCost.stored({1: 90_000, 2: 400_000}, [1, 2, 3], width=325_632)
+    >>> c = ReadCost.stored({1: 90_000, 2: 400_000}, [1, 2, 3])
     >>> c, c.total, c.heaviest
-    (ReadCost(per_epoch=(90000, 325632, 0)), 415632, 325632)
+    (ReadCost(per_epoch=(90000, 400000, 0)), 490000, 400000)
     """
 
     per_epoch: tuple[int, ...]
 
     @classmethod
-    def declared(cls, width: int, epochs: int) -> ReadCost:
-        """Every epoch at the metric's declared width (an upper bound on what is read)."""
-        return cls((width,) * epochs)
-
-    @classmethod
-    def stored(cls, stored: Mapping[int, int], epochs: Sequence[int], width: int) -> ReadCost:
-        """The counters stored in each epoch (over its shards), at most ``width``."""
-        return cls(tuple(min(stored.get(e, 0), width) for e in epochs))
+    def stored(cls, stored: Mapping[int, int], epochs: Sequence[int]) -> ReadCost:
+        """The counters stored in each epoch, over all its shards (what a read parses)."""
+        return cls(tuple(stored.get(e, 0) for e in epochs))
 
     @property
     def total(self) -> int:

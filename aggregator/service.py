@@ -59,17 +59,12 @@ async def load_spec(store: MetricReader, name: str, version: int | None) -> Metr
     return spec
 
 
-async def read_cost(
-    store: MetricReader, spec: MetricSpec, epochs: Sequence[int], bound: ReadBound
-) -> ReadCost:
-    """What reading ``epochs`` costs: the declared width per epoch when that fits the
-    bound (no round trip), else the counters stored (``read_stored``, capped by the
-    width): a string metric declares 325,632 counters and stores far fewer."""
-    width = spec.build().num_counters
-    declared = ReadCost.declared(width, len(epochs))
-    if bound.fits(declared):
-        return declared
-    return ReadCost.stored(await store.read_stored(spec, epochs), epochs, width)
+async def read_cost(store: MetricReader, spec: MetricSpec, epochs: Sequence[int]) -> ReadCost:
+    """What reading ``epochs`` costs: the counters stored over each epoch's shards
+    (``read_stored``, one pipelined round trip).  Not the declared width: a string
+    metric declares 325,632 counters and stores far fewer, and a dense metric of
+    width d stores up to d in each of its shards (LDP_SHARDS, up to 256), all read."""
+    return ReadCost.stored(await store.read_stored(spec, epochs), epochs)
 
 
 def _check_window(start: int | None, end: int | None) -> None:
@@ -107,7 +102,7 @@ async def estimate_response(
         epochs = await epochs_in_window(store, spec, start, end, max_epochs)
     except WindowTooLarge as exc:
         raise Problem(422, "window_too_large", str(exc)) from None
-    cost = await read_cost(store, spec, epochs, bound)
+    cost = await read_cost(store, spec, epochs)
     whole = bound.fits(cost)
     if not series and not whole:
         raise Problem(422, "window_too_costly", too_costly(bound, cost))

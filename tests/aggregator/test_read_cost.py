@@ -23,6 +23,7 @@ from aggregator.views import EstimateOptions
 from collector.store import Store
 from collector.store.reads import READ_SLICE
 from ldp_core.metric import MetricSpec
+from ldp_core.simulate import tallies
 from ldp_server.redis_server import RedisServer
 from tests.support.tallies import register, write_tallies
 
@@ -40,6 +41,10 @@ STRING = {
     "min_reports": 1,
 }
 WIDTH = 325_632
+DENSE = {
+    "name": "dense", "kind": "categorical", "epsilon": 2.0, "mechanism": "grr",
+    "domain": [f"v{i}" for i in range(64)],
+}
 
 
 def _stored(client: redis.Redis, spec: MetricSpec) -> dict[int, int]:
@@ -71,8 +76,18 @@ def world(redis_server: RedisServer) -> Iterator[dict[str, Any]]:
         t = np.zeros(WIDTH, dtype=np.int64)
         t[gen.choice(WIDTH, size=20_000, replace=False)] = gen.integers(1, 4, size=20_000)
         write_tallies(url, wide, {E0: (t.tolist(), 3)})
+        # A dense metric: 2,000 reports per epoch over 64 values fill every shard.
+        dense = register(url, DENSE)
+        dm = dense.build()
+        week = {}
+        for k in range(WEEK):
+            dt = tallies(dm, gen.integers(0, 64, size=REPORTS), seed=100 + k)[0]
+            week[E0 + k] = (dt.tolist(), REPORTS)
+        write_tallies(url, dense, week)
         yield {
             "url": url,
+            "dense": dense,
+            "dense_stored": _stored(client, dense),
             "spec": spec,
             "stored": _stored(client, spec),
             "wide": wide,
@@ -164,3 +179,23 @@ async def test_series_pages_hold_what_the_stored_counters_allow(
         epochs += [p["epoch"] for p in more["series"]]
         page = more["page"]
     assert epochs == list(range(E0, E0 + WEEK))
+
+
+async def test_a_dense_metric_counts_every_shard_it_reads(
+    world: dict[str, Any], store: Store
+) -> None:
+    # Each of the 4 shards of an epoch holds (nearly) all 64 counters: a read parses
+    # about 4 x 64 fields per epoch, and the bound counts them all (it used to count
+    # the declared 64, so 4x the bound could be read).
+    stored = world["dense_stored"]
+    assert sorted(stored) == list(range(E0, E0 + WEEK))
+    assert all(3 * 64 < c <= 4 * 64 for c in stored.values()), stored
+    declared = ReadBound(max_counters=64 * WEEK)
+    with pytest.raises(Problem) as refused:
+        await _estimate(store, world["dense"], declared)
+    assert (refused.value.status, refused.value.code) == (422, "window_too_costly")
+    assert f"{WEEK} epochs with data and {sum(stored.values())} stored counters" in (
+        refused.value.detail
+    )
+    body = await _estimate(store, world["dense"], ReadBound(max_counters=sum(stored.values())))
+    assert body["window"]["epochs"] == WEEK
