@@ -485,13 +485,14 @@ export class Client {
       if (status >= 200 && status < 300) {
         const results = parseResults(answer.body, batch.length);
         if (!results) return this.#retry(null);
-        await this.#forget(batch);
+        await this.#forget(batch, () => {
+          for (const [kind, code] of results) {
+            if (kind === "accepted") this.counters.sent++;
+            else if (kind === "duplicate") this.counters.duplicates++;
+            else this.#drop(code ?? "rejected", 1);
+          }
+        });
         this.counters.batches++;
-        for (const [kind, code] of results) {
-          if (kind === "accepted") this.counters.sent++;
-          else if (kind === "duplicate") this.counters.duplicates++;
-          else this.#drop(code ?? "rejected", 1);
-        }
         this.#attempt = 0;
         this.#sendLimit = Math.min(MAX_BATCH, this.#sendLimit * 2);
         return "ok";
@@ -505,8 +506,7 @@ export class Client {
       }
       const code = problemCode(answer.body) ?? `http_${status}`;
       this.#say(`POST ${this.#o.url}/v1/reports refused a batch of ${batch.length}: ${status} ${code} (dropped)`);
-      await this.#forget(batch);
-      this.#drop(code, batch.length);
+      await this.#forget(batch, () => this.#drop(code, batch.length));
       return "ok";
     } finally {
       batch.forEach((r) => this.#inflight.delete(r.reportId));
@@ -517,10 +517,17 @@ export class Client {
     bump(this.counters.dropped, code, n);
   }
 
-  async #forget(batch: Row[]): Promise<void> {
+  /**
+   * Forget answered reports: off the store first, then off the spool and into the
+   * counters in one step (no await between), so whoever sees them gone (``queued``,
+   * a ``flush``) sees them counted.  A failed store write counts nothing: they stay,
+   * are resent and counted once (``duplicate``).
+   */
+  async #forget(batch: Row[], count: () => void): Promise<void> {
     const ids = new Set(batch.map((r) => r.reportId));
     await this.#store.remove([...ids]);
     this.#pending = this.#pending.filter((r) => !ids.has(r.reportId));
+    count();
   }
 
   #retry(retryAfter: string | null): "retry" {

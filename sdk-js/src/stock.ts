@@ -178,7 +178,14 @@ export class TokenStock {
     const dead = [...this.entries.values()].filter((t) => !needed.has(entryKey(t))
       && t.epoch < (this.firstEpoch(t.period) ?? -Infinity));
     if (moves.length || dead.length) {
-      await this.store.assign(moves, dead.map(entryKey), [...changed.values()]);
+      try {
+        await this.store.assign(moves, dead.map(entryKey), [...changed.values()]);
+      } catch (e) {
+        // Not stored: the rows wait again, so that the token's uses stay what is recorded
+        // (else a row would be sent with a token the stock still gives to another report).
+        for (const row of moves) row.token = "";
+        throw e;
+      }
       for (const t of changed.values()) this.entries.set(entryKey(t), t);
       for (const t of dead) this.entries.delete(entryKey(t));
     }
