@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -26,11 +27,11 @@ from aggregator.client import Client
 from ldp_core.simulate import tallies
 from ldp_server.redis_server import RedisServer
 from tests.support.servers import ANALYST_KEY, REPO_ROOT, auth, start_uvicorn
-from tests.support.tallies import register, write_tallies
+from tests.support.tallies import register, stored_counters, write_tallies
 
 E0 = 20_000
-LONG_EPOCHS = 40  # "long": grr over 4 values, 4 counters: 160 counters, under the bound
-WIDE_EPOCHS = 20  # "wide": grr over 64 values, 64 counters: 1280 > 1024
+LONG_EPOCHS = 20  # "long": grr over 4 values, 4 counters x 4 shards: <= 320, under 1024 / 3
+WIDE_EPOCHS = 20  # "wide": grr over 64 values, up to 64 counters in each of 4 shards: > 1024
 HEAVY = (4096, 64)  # "heavy": counters, epochs (~1,050,000 values with 4 shards)
 BOUND = 1024
 
@@ -47,6 +48,7 @@ def services(
     url = redis_server.url
     redis.Redis.from_url(url).flushall()
     rng = np.random.default_rng(13)
+    stored = {}
     for name, d, count in (("long", 4, LONG_EPOCHS), ("wide", 64, WIDE_EPOCHS)):
         spec = register(url, _grr(name, d))
         m = spec.build()
@@ -56,6 +58,7 @@ def services(
             t, n = tallies(m, values, seed=100 + k)
             epochs[E0 + k] = (t.tolist(), n)
         write_tallies(url, spec, epochs)
+        stored[name] = stored_counters(url, spec)
     heavy = register(url, _grr("heavy", HEAVY[0]))
     # Dense tallies: every counter set in every shard, four reports per epoch
     # (each holds every counter; only the cost of reading matters here).
@@ -67,7 +70,7 @@ def services(
     try:
         default = start_uvicorn("aggregator.app:create_app", env, log_dir=logs)
         try:
-            yield {"small": small.url, "default": default.url, "redis": url}
+            yield {"small": small.url, "default": default.url, "redis": url, "stored": stored}
         finally:
             default.stop()
     finally:
@@ -104,7 +107,7 @@ def test_paged_series_gives_exactly_the_unpaged_points(services: dict[str, Any])
     first = _get(base, "/v1/estimates/long", series="epoch", limit=7)
     assert first.headers["link"] == f'<{first.json()["page"]["next"]}>; rel="next"'
     pages = _all_pages(base, first)
-    assert [len(p["series"]) for p in pages] == [7, 7, 7, 7, 7, 5]
+    assert [len(p["series"]) for p in pages] == [7, 7, 6]
     assert [pt for p in pages for pt in p["series"]] == body["series"]
     # The first page has the window's estimate; the others carry points only.
     assert pages[0]["estimate"] == body["estimate"] and pages[0]["n"] == body["n"]
@@ -141,26 +144,38 @@ def _dump(url: str) -> dict[bytes, bytes | None]:
         return {k: r.dump(k) for k in sorted(r.scan_iter(count=1000))}
 
 
+def _most(services: dict[str, Any]) -> int:
+    """Epochs of "wide" one request of the small aggregator may read: as many as the
+    bound holds at its heaviest epoch's stored counters (all shards)."""
+    stored = services["stored"]["wide"]
+    assert len(stored) == WIDE_EPOCHS and sum(stored.values()) > BOUND
+    return BOUND // max(stored.values())
+
+
 def test_over_bound_window_is_refused_and_changes_nothing(services: dict[str, Any]) -> None:
     base = services["small"]
+    most = _most(services)
     before = _dump(services["redis"])
     refused = _get(base, "/v1/estimates/wide")
     assert refused.status_code == 422
     problem = refused.json()
     assert problem["code"] == "window_too_costly"
     assert refused.headers["content-type"].startswith("application/problem+json")
-    # It names the bound and both ways to ask: 1024 // 64 = 16 epochs per request.
-    assert "at most 1024" in problem["detail"] and "at most 16 epochs" in problem["detail"]
-    assert "series=epoch&limit=16" in problem["detail"]
+    # It names the stored counters, the bound and both ways to ask.
+    total = sum(services["stored"]["wide"].values())
+    assert f"{WIDE_EPOCHS} epochs with data and {total} stored counters" in problem["detail"]
+    assert "at most 1024" in problem["detail"] and f"at most {most} epochs" in problem["detail"]
+    assert f"series=epoch&limit={most}" in problem["detail"]
     compare = _get(base, "/v1/estimates/wide/compare", a="v0", b="v1")
     assert compare.status_code == 422 and compare.json()["code"] == "window_too_costly"
-    fits = _get(base, "/v1/estimates/wide", start=E0, end=E0 + 16)
-    assert fits.status_code == 200 and fits.json()["window"]["epochs"] == 16
+    fits = _get(base, "/v1/estimates/wide", start=E0, end=E0 + most)
+    assert fits.status_code == 200 and fits.json()["window"]["epochs"] == most
     assert _dump(services["redis"]) == before
 
 
 def test_over_bound_series_is_served_in_pages(services: dict[str, Any]) -> None:
     base = services["small"]
+    most = _most(services)
     first = _get(base, "/v1/estimates/wide", series="epoch")
     assert first.status_code == 200, first.text
     body = first.json()
@@ -168,16 +183,17 @@ def test_over_bound_series_is_served_in_pages(services: dict[str, Any]) -> None:
     assert "window_too_costly" not in body["reason"] and "at most 1024" in body["reason"]
     assert body["n"] == 300 * WIDE_EPOCHS  # counted without reading the counters
     pages = _all_pages(base, first)
-    assert [len(p["series"]) for p in pages] == [16, 4]
+    cuts = [*range(0, WIDE_EPOCHS, most), WIDE_EPOCHS]
+    assert [len(p["series"]) for p in pages] == [b - a for a, b in pairwise(cuts)]
     points = [pt for p in pages for pt in p["series"]]
-    # The same points as two windows that each fit the bound.
+    # The same points as windows that each fit the bound.
     parts = [
-        _get(base, "/v1/estimates/wide", series="epoch", start=a, end=b).json()["series"]
-        for a, b in ((E0, E0 + 16), (E0 + 16, E0 + WIDE_EPOCHS))
+        _get(base, "/v1/estimates/wide", series="epoch", start=E0 + a, end=E0 + b).json()
+        for a, b in pairwise(cuts)
     ]
-    assert points == parts[0] + parts[1]
+    assert points == [pt for part in parts for pt in part["series"]]
     assert _get(base, "/v1/estimates/wide", series="epoch", limit=500).json()["page"][
-        "limit"] == 16
+        "limit"] == most
 
 
 @pytest.mark.parametrize(
@@ -230,8 +246,9 @@ def test_event_loop_answers_healthz_during_a_heavy_request(services: dict[str, A
 
 
 def test_dashboard_shares_the_bound_among_its_metrics(services: dict[str, Any]) -> None:
-    """Three metrics share 1024 counter-epochs (341 each): "long" (4 x 40) is drawn,
-    "wide" (64 x 20) says why its window estimate is not computed; the page answers."""
+    """Three metrics share 1024 stored counters (341 each): "long" (at most 4 x 4
+    shards x 20 epochs) is drawn, "wide" (up to 64 x 4 x 20) says why its window
+    estimate is not computed; the page answers."""
     page = _get(services["small"], "/")
     assert page.status_code == 200
     text = page.text

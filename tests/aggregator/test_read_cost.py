@@ -25,7 +25,7 @@ from collector.store.reads import READ_SLICE
 from ldp_core.metric import MetricSpec
 from ldp_core.simulate import tallies
 from ldp_server.redis_server import RedisServer
-from tests.support.tallies import register, write_tallies
+from tests.support.tallies import register, stored_counters, write_tallies
 
 pytestmark = pytest.mark.anyio
 
@@ -45,15 +45,6 @@ DENSE = {
     "name": "dense", "kind": "categorical", "epsilon": 2.0, "mechanism": "grr",
     "domain": [f"v{i}" for i in range(64)],
 }
-
-
-def _stored(client: redis.Redis, spec: MetricSpec) -> dict[int, int]:
-    """epoch -> counters stored over its shards, from the tally hashes themselves."""
-    out: dict[int, int] = {}
-    for key in client.scan_iter(match=f"ldp:{{m:{spec.name}:{spec.version}:*}}:t"):
-        epoch = int(key.decode().split(":")[4])
-        out[epoch] = out.get(epoch, 0) + int(client.hlen(key)) - 1
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +78,12 @@ def world(redis_server: RedisServer) -> Iterator[dict[str, Any]]:
         yield {
             "url": url,
             "dense": dense,
-            "dense_stored": _stored(client, dense),
+            "dense_stored": stored_counters(url, dense),
             "spec": spec,
-            "stored": _stored(client, spec),
+            "stored": stored_counters(url, spec),
             "wide": wide,
             "wide_tally": t,
-            "wide_stored": _stored(client, wide),
+            "wide_stored": stored_counters(url, wide),
         }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from collector.store import Store, ValidReport
 from ldp_core.metric import MetricSpec
 
-__all__ = ["register", "reports_for", "write_tallies"]
+__all__ = ["register", "reports_for", "stored_counters", "write_tallies"]
 
 BATCH = 1000
 
@@ -85,3 +85,16 @@ async def _write(url: str, spec: MetricSpec, epochs: dict[int, tuple[Sequence[in
 def write_tallies(url: str, spec: MetricSpec, epochs: dict[int, tuple[Sequence[int], int]]) -> None:
     """Ingest, per epoch, n reports whose counters sum to the given tally vector."""
     asyncio.run(_write(url, spec, epochs))
+
+
+def stored_counters(url: str, spec: MetricSpec) -> dict[int, int]:
+    """epoch -> counters stored over its shards, counted here from the tally hashes
+    themselves (HLEN of each, minus its report count field), not by the store."""
+    import redis  # tests only: the store's own reads are what is checked against this
+
+    out: dict[int, int] = {}
+    with redis.Redis.from_url(url) as client:
+        for key in client.scan_iter(match=f"ldp:{{m:{spec.name}:{spec.version}:*}}:t"):
+            epoch = int(key.decode().split(":")[4])
+            out[epoch] = out.get(epoch, 0) + int(client.hlen(key)) - 1
+    return out
