@@ -58,7 +58,20 @@ class Fleet:
     Arguments as for ``Client`` (``background=False`` is typical: record for
     every device, then ``flush(timeout)``); ``state_dir=None`` keeps the spool
     in memory.  ``delivery`` defaults to ``FLEET_DELIVERY``.
+
+    Each device asks the issuer for its own token (``POST /v1/tokens`` with its
+    own install key and its own blinded messages: the issuer limits tokens per
+    install, so devices cannot share a request).  ``token_concurrency``
+    (1 to ``MAX_TOKEN_CONCURRENCY``, default ``TOKEN_CONCURRENCY``) bounds how many
+    of those requests are in flight at once, from as many short-lived threads of
+    the sender; 1 asks one after the other.  A custom ``transport``
+    must then accept ``send`` from several threads at once.
     """
+
+    #: Token requests a fleet has in flight at once by default (``token_concurrency``).
+    TOKEN_CONCURRENCY = 8
+    #: The most a fleet may have in flight at once.
+    MAX_TOKEN_CONCURRENCY = 64
 
     def __init__(
         self,
@@ -77,9 +90,14 @@ class Fleet:
         issuer_keys: Iterable[str] | None = None,
         clock: Callable[[], float] = time.time,
         rng: Rng | None = None,
+        token_concurrency: int = TOKEN_CONCURRENCY,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"collector url must start with http:// or https://, got {url!r}")
+        if type(token_concurrency) is not int or not \
+                1 <= token_concurrency <= self.MAX_TOKEN_CONCURRENCY:
+            raise ConfigError(f"token_concurrency must be an int in"
+                              f" [1, {self.MAX_TOKEN_CONCURRENCY}], got {token_concurrency!r}")
         self.config = delivery or FLEET_DELIVERY
         self._caps = caps or PrivacyCaps()
         folder = None if state_dir is None else Path(state_dir)
@@ -95,6 +113,7 @@ class Fleet:
                                   self.config, background=background,
                                   pins=IssuerPins.of(issuer_keys))
         self._pipeline.tokens.ahead = False  # simulated devices ask only for what they send
+        self._pipeline.tokens.concurrency = token_concurrency
         self._pipeline.tokens.clock = clock
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})

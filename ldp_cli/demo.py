@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from client_sdk import Fleet
 from ldp_cli.api import Api, ApiError
 from ldp_cli.fleet import demo_specs, draw_truth, run_fleet
 from ldp_cli.keys import clear_endpoints
@@ -87,6 +88,8 @@ def _system(args: argparse.Namespace) -> int:
                 f"registered {s['name']} v{s['version']}: {s['kind']}, {s['mechanism']}, "
                 f"eps = {s['epsilon']:g}, min_reports = {s['min_reports']}"
             )
+        pin = stack.issuer_key_id()  # the issuer it started: its key, not the one served
+        print(f"token issuer key {pin} (pinned by the fleet)")
         truth = draw_truth(args.devices, seed=args.seed)
         bar = Progress(f"{args.devices:,} devices reporting", len(specs) * args.devices)
         run = run_fleet(
@@ -96,6 +99,8 @@ def _system(args: argparse.Namespace) -> int:
             truth,
             progress=bar.update,
             timeout=args.timeout,
+            issuer_keys=[pin],
+            token_concurrency=args.token_concurrency,
         )
         bar.finish(f"{run.counters.delivered:,} reports delivered in {run.seconds:.1f}s")
         if not run.complete:
@@ -137,7 +142,7 @@ def _system(args: argparse.Namespace) -> int:
             print(f"analyst key (sign in with it; never put a key in a URL): {keys.analyst}")
             print("running; Ctrl-C stops everything", flush=True)
             code = max(code, wait_for_signal(stack, sys.stderr))
-    except ApiError as exc:
+    except (ApiError, StackError) as exc:
         print(f"ldp demo: {exc}", file=sys.stderr)
         code = 1
     finally:
@@ -152,6 +157,10 @@ def _system(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.devices < 1:
         print("ldp demo: --devices must be >= 1", file=sys.stderr)
+        return 2
+    if not 1 <= args.token_concurrency <= Fleet.MAX_TOKEN_CONCURRENCY:
+        print(f"ldp demo: --token-concurrency must be in [1, {Fleet.MAX_TOKEN_CONCURRENCY}],"
+              f" got {args.token_concurrency}", file=sys.stderr)
         return 2
     _survey()
     _audit()

@@ -14,7 +14,7 @@ they are what the estimates are compared with, and they are never sent.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,14 +181,22 @@ def run_fleet(
     *,
     progress: Callable[[int, str], None] | None = None,
     timeout: float = 300.0,
+    issuer_keys: Sequence[str] = (),
+    token_concurrency: int = Fleet.TOKEN_CONCURRENCY,
 ) -> FleetRun:
-    """Every device records its values through the SDK, then the fleet flushes."""
+    """Every device records its values through the SDK, then the fleet flushes.
+
+    ``issuer_keys``: the token issuer key ids the fleet accepts (the demo pins the
+    key of the collector it started); ``token_concurrency``: its token requests in
+    flight at once (``client_sdk.Fleet``).
+    """
     started = time.monotonic()
     deadline = started + timeout
     names = {s["name"] for s in specs}
     searching = "demo.search" in names and bool(truth.search)
     expected = (3 + searching) * truth.devices
-    fleet = Fleet(collector_url, api_key=ingest_key, metrics=specs, background=True)
+    fleet = Fleet(collector_url, api_key=ingest_key, metrics=specs, background=True,
+                  issuer_keys=issuer_keys, token_concurrency=token_concurrency)
     try:
         for i in range(truth.devices):
             device = fleet.device()

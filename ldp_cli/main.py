@@ -3,7 +3,7 @@
     ldp up        [--host --collector-port --aggregator-port --data]
     ldp status    [--data]        (exit 0 only when a supervised stack is running)
     ldp serve     collector|aggregator [--host --port --workers]  (production entry point)
-    ldp demo      [--devices 5000] [--data DIR] [--keep]
+    ldp demo      [--devices 5000] [--token-concurrency 8] [--data DIR] [--keep]
     ldp metric    create NAME --kind K --epsilon E ... | create --spec FILE | list
     ldp estimate  NAME [--start --end | --since 7d] [--confidence --consistent --series]
                   [--format table|json|csv|jsonl]
@@ -106,11 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="survey, audit, then a simulated fleet end to end")
+    from client_sdk import Fleet
+
     demo.add_argument("--devices", type=int, default=5_000, help="default 5000")
     demo.add_argument("--data", help="data folder (default: a throwaway one)")
     demo.add_argument("--keep", action="store_true", help="keep the services running")
     demo.add_argument("--seed", type=int, default=2026, help="seed of the true values")
     demo.add_argument("--timeout", type=float, default=300.0, help="fleet deadline (s)")
+    demo.add_argument("--token-concurrency", type=int, default=Fleet.TOKEN_CONCURRENCY,
+                      help="token requests of the fleet in flight at once"
+                      f" (1-{Fleet.MAX_TOKEN_CONCURRENCY}; default {Fleet.TOKEN_CONCURRENCY})")
     add_arguments(demo, default_ports=(0, 0))
     demo.set_defaults(handler=_demo)
 

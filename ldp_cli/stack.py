@@ -8,6 +8,7 @@ stopped by its own pid in reverse order: aggregator, collector, then Redis
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import urllib.request
@@ -114,6 +115,40 @@ class Stack:
     @property
     def aggregator_url(self) -> str:
         return self.url("aggregator")
+
+    def issuer_key_id(self) -> str:
+        """The key id (64 hex digits) of the token issuer this stack's collector signs
+        with, read where the collector loads its key from (``LDP_TOKEN_KEY_FILE``, else
+        Redis), not asked over HTTP: what a fleet run by this command pins.
+
+        Call it once the collector is ready (it made the key then, if there was none).
+        """
+        from collector.token_crypto import TokenKey  # server extra: only to serve
+        from collector.tokens import TOKEN_KEY
+
+        path = os.environ.get("LDP_TOKEN_KEY_FILE")
+        if path:
+            dev = os.environ.get("LDP_ENV", "dev") != "prod"
+            key = TokenKey.from_file(path, min_bits=1024 if dev else 2048)
+            return key.public.key_id.hex()
+        pem = asyncio.run(self._redis_get(TOKEN_KEY))
+        if pem is None:
+            raise StackError(f"the collector's token key is not in Redis ({TOKEN_KEY}) yet")
+        return TokenKey.from_pem(pem).public.key_id.hex()
+
+    async def _redis_get(self, key: str) -> bytes | None:
+        from ldp_server.redis_client import make_client  # server extra: only to serve
+
+        nodes = []
+        for item in filter(None, self.env.get("LDP_REDIS_CLUSTER_NODES", "").split(",")):
+            host, _, port = item.strip().rpartition(":")
+            nodes.append((host or "127.0.0.1", int(port)))
+        client = make_client(self.env.get("LDP_REDIS_URL") or None, nodes or None)
+        try:
+            value = await client.get(key)
+        finally:
+            await client.aclose()
+        return value if isinstance(value, bytes) else None
 
     def dead(self) -> list[Service]:
         """Services that exited on their own."""

@@ -8,14 +8,23 @@ that every estimate lies within 6 stderr of the truth fails with probability
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
+import pytest
+
+from ldp_cli.keys import Keys
+from ldp_cli.stack import Stack
 from tests.support.servers import REPO_ROOT
+from tests.support.tokens import TEST_TOKEN_KEY
+from tests.support.tokens import test_key as issuer_key
 
 
 def test_demo_small(tmp_path: Path) -> None:
@@ -51,6 +60,9 @@ def test_demo_small(tmp_path: Path) -> None:
         )
     ]
     assert marks == sorted(marks)
+    # The fleet pins the key of the issuer the demo started: no unpinned-key warning.
+    pin = re.search(r"^token issuer key ([0-9a-f]{64}) \(pinned by the fleet\)$", out, re.M)
+    assert pin and "without a pin" not in err and "not pinned" not in err
     # The progress bar goes to stderr, never to stdout.
     assert "2,000 devices reporting" in err and "8,000 reports delivered" in err
     assert "devices reporting" not in out
@@ -76,3 +88,28 @@ def test_demo_small(tmp_path: Path) -> None:
             assert sock.connect_ex(("127.0.0.1", int(url))) != 0
     folder = re.search(r"^data:\s+(\S+)", out, re.M)
     assert folder and not Path(folder.group(1)).exists()
+
+
+@pytest.mark.parametrize("where", ["redis", "key_file"])
+def test_the_demo_pins_the_key_its_issuer_signs_with(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Stack.issuer_key_id`` reads the key where the collector loads it (dev: made
+    once in Redis; else LDP_TOKEN_KEY_FILE), not over HTTP; it is the key served."""
+    if where == "redis":
+        monkeypatch.delenv("LDP_TOKEN_KEY_FILE", raising=False)
+    else:
+        monkeypatch.setenv("LDP_TOKEN_KEY_FILE", str(TEST_TOKEN_KEY))
+    keys = Keys(*(secrets.token_urlsafe(32) for _ in range(3)))
+    stack = Stack.start(tmp_path / "data", keys)
+    try:
+        pin = stack.issuer_key_id()
+        request = urllib.request.Request(  # noqa: S310 (loopback)
+            f"{stack.collector_url}/v1/tokens/key",
+            headers={"Authorization": f"Bearer {keys.ingest}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+            served = json.loads(answer.read())["key_id"]
+    finally:
+        stack.stop()
+    assert re.fullmatch(r"[0-9a-f]{64}", pin) and pin == served
+    assert (pin == issuer_key().public.key_id.hex()) == (where == "key_file")
