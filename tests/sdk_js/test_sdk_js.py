@@ -325,6 +325,57 @@ def test_node_and_chromium_record_through_the_real_stack(
         collector.stop()
 
 
+#: The metrics of sdk-js/test/e2e-tabs.ts (two tabs, one device).
+TAB_SPECS: list[dict[str, Any]] = [
+    {"name": "t.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr"},
+    {"name": "t.same", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr",
+     "longitudinal": {"epsilon_inf": 3.0}},
+    {"name": "t.life", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "olh",
+     "longitudinal": {"epsilon_inf": 3.0}},
+]
+
+
+@needs_node
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
+def test_two_tabs_spend_one_ledger(
+    built: Path, page_server: tuple[str, list[dict[str, Any]], threading.Event],
+) -> None:
+    """Two tabs of one origin (two Clients over one IndexedDB, both opened before either
+    records) record the same metrics at once: one report per (metric, epoch) leaves the
+    device and one permanent response is drawn within a lifetime budget of one; the other
+    tab is refused by the budget.  Before the stale-write check each tab decided from its
+    own copy of the ledger: both answered "queued" (6 reports spooled, 2 charges each)."""
+    origin, result, arrived = page_server
+    specs = [MetricSpec.from_json(raw).to_json() for raw in TAB_SPECS]
+    (built / "tabs-specs.json").write_text(json.dumps(specs))
+    (built / "tabs.html").write_text(
+        '<!doctype html><meta charset="utf-8"><title>ldp sdk tabs</title>'
+        '<script type="module" src="/e2e-tabs.js"></script>')
+    profile = tempfile.mkdtemp(prefix="ldp-chromium-")
+    browser = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-popup-blocking",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={profile}", f"{origin}/tabs.html#tab=1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert arrived.wait(120), "the page never reported"
+    finally:
+        browser.terminate()
+        try:
+            browser.wait(10)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+        shutil.rmtree(profile, ignore_errors=True)
+    assert result[0] == {
+        "ok": True,
+        "answers": {"t.plan": ["over_budget", "queued"], "t.same": ["over_budget", "queued"],
+                    "t.life": ["over_lifetime_budget", "queued"]},
+        "reports": {"t.plan": 1, "t.same": 1, "t.life": 1},
+        "permanent": {"t.same": 1, "t.life": 1},
+        "spooled": 3,
+    }, result[0]
+
+
 #: The opt-in forms' metrics (sdk-js/test/e2e-forms.ts; ``statistics`` resolves ``auto`` to
 #: Square Wave).
 FORM_SPECS: list[dict[str, Any]] = [
