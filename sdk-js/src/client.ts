@@ -190,7 +190,7 @@ export class Client {
 
   /** Re-read the store after another tab wrote (``all``: also the spool and the stock). */
   async #reload(all?: boolean): Promise<void> {
-    this.#load(await this.#store.open(() => this.#rng.bytes(32), !all), all);
+    this.#load(await this.#store.open(() => this.#rng.bytes(32), !all), !!all);
   }
 
   /** Run ``fn`` after this Client's earlier records (they read and write the ledger). */
@@ -625,7 +625,11 @@ export class Client {
     this.#pending = [];
     this.#stock.clear();
     this.#useSecret(new Uint8Array(0));
-    if (this.#store.snapshot) await this.#store.snapshot(this.#ledger.state, [], []);
+    try {
+      await this.#store.snapshot?.(this.#ledger.state, [], []);
+    } catch (e) {
+      if (!(e instanceof StaleState)) throw e;   // another tab charged since: compaction waits
+    }
   }
 
   /** Collect again with a new secret (new install key, new memoisation; charged on top). */

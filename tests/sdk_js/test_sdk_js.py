@@ -327,12 +327,14 @@ def test_node_and_chromium_record_through_the_real_stack(
 
 #: The metrics of sdk-js/test/e2e-tabs.ts (two tabs, one device).
 TAB_SPECS: list[dict[str, Any]] = [
-    {"name": "t.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr"},
+    {"name": "t.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "grr"},
     {"name": "t.same", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr",
      "longitudinal": {"epsilon_inf": 3.0}},
     {"name": "t.life", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "olh",
      "longitudinal": {"epsilon_inf": 3.0}},
-    {"name": "t.other", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr"},
+    {"name": "t.other", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "grr"},
 ]
 
 
