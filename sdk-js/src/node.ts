@@ -73,7 +73,7 @@ export class FileStore implements Store {
   async open(newSecret: () => Uint8Array): Promise<Loaded> {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     fs.chmodSync(this.dir, 0o700);
-    if (!this.held) this.lock();
+    this.lock();   // also refuses a second open of this store (two Clients, one store object)
     const optedOut = fs.existsSync(this.file("opted_out"));
     let secret = new Uint8Array(0);
     if (!optedOut) {

@@ -29,6 +29,10 @@ test("a second Client over one folder is refused while the first is open, and op
   await assert.rejects(open(new FileStore(dir)), (e: Error) =>
     e instanceof ConfigError && e.message.includes(`in use by process ${process.pid}`) && e.message.includes(dir));
   assert.equal((await first.record("t.plan", "a")).status, "queued");
+  const store = new FileStore(folder());
+  await open(store);
+  await assert.rejects(open(store), ConfigError);   // one store object handed to two Clients
+  store.close();
   first.close();
   const second = await open(new FileStore(dir));
   assert.equal((await second.record("t.plan", "b")).status, "over_budget");   // one unit, one report
