@@ -1,7 +1,10 @@
 /**
  * Browsers: an IndexedDB store (one transaction holds a charge and its report,
  * or reports and the stock token they take; "strict" durability where
- * supported) and delivery on page hide with fetch keepalive.
+ * supported) and delivery on page hide with fetch keepalive.  Tabs of one origin
+ * share the database: every write also bumps a generation and a write that decided
+ * from state another tab has since changed aborts (``StaleState``, see store.ts);
+ * IndexedDB runs overlapping readwrite transactions one at a time, across tabs too.
  *
  * @example
  *   <script type="module">
@@ -14,7 +17,7 @@ import { Client, type ClientOptions } from "./client.js";
 import type { Charge, LedgerState } from "./ledger.js";
 import type { Spec } from "./mechanisms.js";
 import { entryKey, type TokenEntry } from "./stock.js";
-import type { Loaded, Store } from "./store.js";
+import { StaleState, type Loaded, type Store } from "./store.js";
 import type { Row } from "./wire.js";
 
 export * from "./index.js";
@@ -32,26 +35,30 @@ function done(req: IDBRequest | IDBTransaction): Promise<unknown> {
 }
 
 export class IndexedDbStore implements Store {
-  #db!: IDBDatabase;
+  #db?: IDBDatabase;
+  /** The generations (ledger, spool) this store last read or wrote. */
+  readonly #gen = [0, 0];
   constructor(private readonly name = "ldp-telemetry") {}
 
   #tx(stores: string[], mode: IDBTransactionMode): IDBTransaction {
-    return (this.#db.transaction as (s: string[], m: IDBTransactionMode, o?: object) => IDBTransaction)(
+    return (this.#db!.transaction as (s: string[], m: IDBTransactionMode, o?: object) => IDBTransaction)(
       stores, mode, { durability: "strict" });
   }
 
-  async open(newSecret: () => Uint8Array): Promise<Loaded> {
-    const req = indexedDB.open(this.name, 2);
-    req.onupgradeneeded = (ev) => {
-      const db = req.result;
-      if (ev.oldVersion < 1) {
-        db.createObjectStore("state");
-        db.createObjectStore("rows", { keyPath: "reportId" });
-        db.createObjectStore("charges", { autoIncrement: true });
-      }
-      if (ev.oldVersion < 2) db.createObjectStore("tokens");   // version 1 rows wait for a token like new ones
-    };
-    this.#db = (await done(req)) as IDBDatabase;
+  async open(newSecret: () => Uint8Array, ledgerOnly?: boolean): Promise<Loaded> {
+    if (!this.#db) {
+      const req = indexedDB.open(this.name, 2);
+      req.onupgradeneeded = (ev) => {
+        const db = req.result;
+        if (ev.oldVersion < 1) {
+          db.createObjectStore("state");
+          db.createObjectStore("rows", { keyPath: "reportId" });
+          db.createObjectStore("charges", { autoIncrement: true });
+        }
+        if (ev.oldVersion < 2) db.createObjectStore("tokens");   // version 1 rows wait for a token like new ones
+      };
+      this.#db = (await done(req)) as IDBDatabase;
+    }
     const t = this.#tx(["state", "rows", "charges", "tokens"], "readwrite");
     const st = t.objectStore("state");
     const optedOut = ((await done(st.get("optedOut"))) as boolean | undefined) ?? false;
@@ -59,70 +66,98 @@ export class IndexedDbStore implements Store {
     if (!optedOut && secret.length !== 32) { secret = newSecret(); st.put(secret, "secret"); }
     const ledger = ((await done(st.get("ledger"))) as LedgerState | undefined) ?? null;
     const catalog = ((await done(st.get("catalog"))) as Spec[] | undefined) ?? null;
+    const gen = ((await done(st.get("gen"))) as number[] | undefined) ?? [0, 0];
     const rows = (await done(t.objectStore("rows").getAll())) as Row[];
     const charges = (await done(t.objectStore("charges").getAll())) as Charge[];
     const tokens = (await done(t.objectStore("tokens").getAll())) as TokenEntry[];
     await done(t);
+    this.#gen[0] = gen[0];
+    if (!ledgerOnly) this.#gen[1] = gen[1];
     return { secret, optedOut, tokens, ledger, charges, rows, catalog };
   }
 
-  async commit(charge: Charge, row: Row): Promise<void> {
-    const t = this.#tx(["rows", "charges"], "readwrite");
-    t.objectStore("charges").add(charge);
-    t.objectStore("rows").add(row);
-    await done(t);
+  /**
+   * One readwrite transaction: ``fill`` writes to ``stores``; the generations in ``bump``
+   * (0: ledger, secret and opt-out; 1: spool and stock) go up by one.  If one in
+   * ``check`` is not the one this store last read or wrote (another tab wrote it), the
+   * transaction aborts and the write rejects with ``StaleState``.
+   */
+  async #write(stores: string[], fill: (t: IDBTransaction) => void, bump: number[], check = bump): Promise<void> {
+    const t = this.#tx([...stores, "state"], "readwrite"), st = t.objectStore("state"), mine = this.#gen;
+    const get = st.get("gen");
+    let stale = false;
+    get.onsuccess = () => {
+      const g = (get.result as number[] | undefined) ?? [0, 0], next = [...g];
+      if (check.some((i) => g[i] !== mine[i])) return void (stale = true, t.abort());
+      for (const i of bump) {
+        if (g[i] === mine[i]) mine[i]++;   // else still stale: the next checked write reloads
+        next[i]++;
+      }
+      st.put(next, "gen");
+    };
+    fill(t);
+    try {
+      await done(t);
+    } catch (e) {
+      throw stale ? new StaleState() : e;
+    }
   }
 
-  async remove(ids: string[]): Promise<void> {
-    const t = this.#tx(["rows"], "readwrite");
-    const rows = t.objectStore("rows");
-    for (const id of ids) rows.delete(id);
-    await done(t);
+  commit(charge: Charge, row: Row): Promise<void> {
+    return this.#write(["rows", "charges"], (t) => {
+      t.objectStore("charges").add(charge);
+      t.objectStore("rows").add(row);
+    }, [0]);
   }
 
-  async drop(ids: string[], refunds: Charge[]): Promise<void> {
-    const t = this.#tx(["rows", "charges"], "readwrite");
-    for (const id of ids) t.objectStore("rows").delete(id);
-    for (const c of refunds) t.objectStore("charges").add(c);
-    await done(t);
+  remove(ids: string[]): Promise<void> {
+    return this.#write(["rows"], (t) => { for (const id of ids) t.objectStore("rows").delete(id); }, [1], []);
   }
 
-  async assign(rows: Row[], dead: string[], put: TokenEntry[]): Promise<void> {
-    const t = this.#tx(["rows", "tokens"], "readwrite");
-    for (const row of rows) t.objectStore("rows").put(row);
-    for (const e of put) t.objectStore("tokens").put(e, entryKey(e));
-    for (const k of dead) t.objectStore("tokens").delete(k);
-    await done(t);
+  drop(ids: string[], refunds: Charge[]): Promise<void> {
+    return this.#write(["rows", "charges"], (t) => {
+      for (const id of ids) t.objectStore("rows").delete(id);
+      for (const c of refunds) t.objectStore("charges").add(c);
+    }, [0, 1], [1]);
   }
 
-  async saveTokens(put: TokenEntry[], del: string[]): Promise<void> {
-    const t = this.#tx(["tokens"], "readwrite");
+  assign(rows: Row[], dead: string[], put: TokenEntry[]): Promise<void> {
+    return this.#write(["rows", "tokens"], (t) => {
+      for (const row of rows) t.objectStore("rows").put(row);
+      this.#tokens(t, put, dead);
+    }, [1]);
+  }
+
+  #tokens(t: IDBTransaction, put: TokenEntry[], del: string[]): void {
     for (const e of put) t.objectStore("tokens").put(e, entryKey(e));
     for (const k of del) t.objectStore("tokens").delete(k);
-    await done(t);
   }
 
-  async optOut(): Promise<void> {
-    const t = this.#tx(["state", "rows", "tokens"], "readwrite");
-    t.objectStore("state").put(true, "optedOut");
-    t.objectStore("state").delete("secret");
-    t.objectStore("rows").clear();
-    t.objectStore("tokens").clear();
-    await done(t);
+  saveTokens(put: TokenEntry[], del: string[]): Promise<void> {
+    return this.#write(["tokens"], (t) => this.#tokens(t, put, del), [1]);
   }
 
-  async optIn(secret: Uint8Array): Promise<void> {
-    const t = this.#tx(["state"], "readwrite");
-    t.objectStore("state").put(secret, "secret");
-    t.objectStore("state").delete("optedOut");
-    await done(t);
+  optOut(): Promise<void> {
+    return this.#write(["rows", "tokens"], (t) => {
+      t.objectStore("state").put(true, "optedOut");
+      t.objectStore("state").delete("secret");
+      t.objectStore("rows").clear();
+      t.objectStore("tokens").clear();
+    }, [0, 1], []);
   }
 
-  async snapshot(ledger: LedgerState): Promise<void> {
-    const t = this.#tx(["state", "charges"], "readwrite");
-    t.objectStore("state").put(ledger, "ledger");
-    t.objectStore("charges").clear();
-    await done(t);
+  optIn(secret: Uint8Array): Promise<void> {
+    return this.#write([], (t) => {
+      t.objectStore("state").put(secret, "secret");
+      t.objectStore("state").delete("optedOut");
+    }, [0, 1], []);
+  }
+
+  snapshot(ledger: LedgerState): Promise<void> {
+    return this.#write(["charges"], (t) => {
+      t.objectStore("state").put(ledger, "ledger");
+      t.objectStore("charges").clear();
+    }, [0]);
   }
 
   async saveCatalog(specs: Spec[]): Promise<void> {

@@ -28,7 +28,7 @@ import { SystemRng } from "./rng.js";
 import { hmacSha256, toHex, utf8 } from "./sha256.js";
 import { entryKey, isEntry, problemCode, TokenStock, type Answer } from "./stock.js";
 import { ConfigError, issuerPins } from "./pins.js";
-import { MemoryStore, type Store } from "./store.js";
+import { MemoryStore, StaleState, type Loaded, type Store } from "./store.js";
 import { b64url } from "./tokens.js";
 import { batchJson, MAX_BATCH, type Row } from "./wire.js";
 
@@ -148,21 +148,18 @@ export class Client {
   /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
   static async open(opts: ClientOptions): Promise<Client> {
     const c = new Client(opts);
-    const loaded = await c.#store.open(() => c.#rng.bytes(32));
-    c.#useSecret(loaded.secret);
-    c.#optedOutNow = loaded.optedOut;
-    c.#ledger = new Ledger(loaded.ledger ?? undefined);
-    for (const ch of loaded.charges) c.#ledger.apply(ch);
-    // A row spooled by an SDK without blind tokens holds a 64-hex HMAC token the
-    // collector refuses: it waits for a real token like a new report.
-    c.#pending = loaded.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
-    // Stock of per-metric (version-1) tokens is void: waiting rows ask for their epoch's.
-    const legacy = loaded.tokens.filter((t) => !isEntry(t)) as unknown as Record<string, unknown>[];
-    for (const t of loaded.tokens) if (isEntry(t)) c.#stock.entries.set(entryKey(t), t);
-    if (legacy.length) await c.#store.saveTokens([], legacy.map((t) => `${t.metric}|${t.version}|${t.epoch}|${t.nonce}`));
+    const loaded = c.#load(await c.#store.open(() => c.#rng.bytes(32)));
     c.#learn(bundle(opts).metrics ?? [], false);
     if (loaded.catalog) c.#learn(loaded.catalog, false);
-    if (c.#store.snapshot) await c.#store.snapshot(c.#ledger.state, c.#pending, [...c.#stock.entries.values()]);
+    // Stock of per-metric (version-1) tokens is void: waiting rows ask for their epoch's.
+    const legacy = loaded.tokens.filter((t) => !isEntry(t)) as unknown as Record<string, unknown>[];
+    try {
+      if (legacy.length) await c.#store.saveTokens([], legacy.map((t) => `${t.metric}|${t.version}|${t.epoch}|${t.nonce}`));
+      if (c.#store.snapshot) await c.#store.snapshot(c.#ledger.state, c.#pending, [...c.#stock.entries.values()]);
+    } catch (e) {
+      // Another tab wrote since the load: its state is the newer one, compaction waits.
+      if (!(e instanceof StaleState)) throw e;
+    }
     if (opts.fetchMetrics ?? true) void c.refreshMetrics();
     else c.#fetched = true;
     if (c.#o.interval > 0) {
@@ -170,6 +167,37 @@ export class Client {
       (c.#timer as { unref?: () => void }).unref?.();
     }
     return c;
+  }
+
+  /**
+   * Take the store's state: the secret, opt-out and the ledger; with ``all`` also the
+   * spool and the token stock (at open, and between delivery passes).
+   */
+  #load(l: Loaded, all = true): Loaded {
+    this.#useSecret(l.secret);
+    this.#optedOutNow = l.optedOut;
+    this.#ledger = new Ledger(l.ledger ?? undefined);
+    for (const ch of l.charges) this.#ledger.apply(ch);
+    if (all) {
+      // A row spooled by an SDK without blind tokens holds a 64-hex HMAC token the
+      // collector refuses: it waits for a real token like a new report.
+      this.#pending = l.rows.map((r) => (r.token.length <= 64 ? { ...r, token: "" } : r));
+      this.#stock.entries.clear();
+      for (const t of l.tokens) if (isEntry(t)) this.#stock.entries.set(entryKey(t), t);
+    }
+    return l;
+  }
+
+  /** Re-read the store after another tab wrote (``all``: also the spool and the stock). */
+  async #reload(all?: boolean): Promise<void> {
+    this.#load(await this.#store.open(() => this.#rng.bytes(32), !all), !!all);
+  }
+
+  /** Run ``fn`` after this Client's earlier records (they read and write the ledger). */
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#lock.then(fn);
+    this.#lock = run.catch(() => undefined);
+    return run;
   }
 
   #useSecret(secret: Uint8Array): void {
@@ -263,9 +291,7 @@ export class Client {
    * outside the domain (a number outside [lo, hi] included).
    */
   record(name: string, value: unknown): Promise<RecordResult> {
-    const run = this.#lock.then(() => this.#recordNow(name, value));
-    this.#lock = run.catch(() => undefined);
-    return run.catch((e) => {
+    return this.#serial(() => this.#recordNow(name, value)).catch((e) => {
       if (e instanceof InvalidValueError) throw e;
       this.#say(`record failed: ${(e as Error)?.name ?? "error"}`);
       return this.#refuse("storage_error");
@@ -300,30 +326,39 @@ export class Client {
     if (inp.clamped) this.counters.clamped++;
     const m = k.m, s = k.spec;
     const two = isTwoLevel(m);  // two levels: a number, or a string's symbols (forms.ts)
-    const memo = two ? m.memoKey(inp.x as number, this.#secret, k.context) : null;
-    const ask: Ask = {
-      metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,
-      now: this.#o.clock(), charge: m.epsilon, budget: this.#o.budgets[s.name] ?? m.epsilon,
-      valueKey: memo ? valueKey(this.#secret, s.name, k.fingerprint, memo.key, memo.numeric) : null,
-      epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.#o.lifetimeBudgets[s.name] ?? null,
-    };
-    const charge = this.#ledger.decide(ask);
-    if ("status" in charge) return this.#refuse(charge.status, charge.epoch ?? undefined);
-    const report = two ? m.instant(m.permanent(inp.x as number, this.#secret, k.context), this.#rng) : m.perturb(inp.x, this.#rng);
-    const row: Row = {
-      reportId: toHex(this.#rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
-      token: "", payload: m.encode(report), charge: m.epsilon, period: s.epoch,
-    };
-    try {
-      await this.#store.commit(charge, row);
-    } catch (e) {
-      this.#say(`ledger or spool write failed: ${(e as Error)?.name}`);
-      return this.#refuse("storage_error");
+    for (let tries = 0; ; tries++) {
+      if (this.#optedOutNow) return this.#refuse("opted_out");   // after a reload: another tab opted out
+      const memo = two ? m.memoKey(inp.x as number, this.#secret, k.context) : null;
+      const ask: Ask = {
+        metric: s.name, version: s.version, fingerprint: k.fingerprint, period: PERIOD[s.epoch] ?? 86400,
+        now: this.#o.clock(), charge: m.epsilon, budget: this.#o.budgets[s.name] ?? m.epsilon,
+        valueKey: memo ? valueKey(this.#secret, s.name, k.fingerprint, memo.key, memo.numeric) : null,
+        epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.#o.lifetimeBudgets[s.name] ?? null,
+      };
+      const charge = this.#ledger.decide(ask);
+      if ("status" in charge) return this.#refuse(charge.status, charge.epoch ?? undefined);
+      const report = two ? m.instant(m.permanent(inp.x as number, this.#secret, k.context), this.#rng) : m.perturb(inp.x, this.#rng);
+      const row: Row = {
+        reportId: toHex(this.#rng.bytes(16)), metric: s.name, version: s.version, epoch: charge.epoch,
+        token: "", payload: m.encode(report), charge: m.epsilon, period: s.epoch,
+      };
+      try {
+        await this.#store.commit(charge, row);
+      } catch (e) {
+        // Another tab charged (or opted out) since this one read the ledger: nothing was
+        // written, this report is discarded unsent; decide again from the store's ledger.
+        if (e instanceof StaleState && tries < 9) {
+          await this.#reload();
+          continue;
+        }
+        this.#say(`ledger or spool write failed: ${(e as Error)?.name}`);
+        return this.#refuse("storage_error");
+      }
+      this.#ledger.apply(charge);
+      this.#pending.push(row);
+      if (this.#pending.length - this.#inflight.size >= this.#o.batchSize) void this.deliver();
+      return { status: "queued", ok: true, epoch: charge.epoch, clamped: inp.clamped || undefined };
     }
-    this.#ledger.apply(charge);
-    this.#pending.push(row);
-    if (this.#pending.length - this.#inflight.size >= this.#o.batchSize) void this.deliver();
-    return { status: "queued", ok: true, epoch: charge.epoch, clamped: inp.clamped || undefined };
   }
 
   /** Reports spooled and not yet answered for. */
@@ -423,7 +458,20 @@ export class Client {
     return this.#sending;
   }
 
+  /** Delivery passes: one that finds the spool or the stock changed by another tab
+   * (``StaleState``) re-reads them and starts over. */
   async #sendAll(): Promise<boolean> {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await this.#pass();
+      } catch (e) {
+        if (!(e instanceof StaleState) || tries > 8) throw e;
+        await this.#serial(() => this.#reload(true));
+      }
+    }
+  }
+
+  async #pass(): Promise<boolean> {
     while (this.#pending.length && Date.now() >= this.#backoffUntil && !this.#optedOutNow) {
       const free = this.#pending.filter((r) => !this.#inflight.has(r.reportId));
       const waiting = free.filter((r) => !r.token);
@@ -454,8 +502,11 @@ export class Client {
       metric: r.metric, version: r.version, fingerprint: "", epoch: r.epoch, period: 0, cost: r.charge ?? 0,
       valueKey: null, epsilonInf: 0, refund: true,
     }));
-    await this.#store.drop(rows.map((r) => r.reportId), refunds);
-    for (const c of refunds) this.#ledger.apply(c);
+    // Serial with records: a record's reload between the two would apply the refunds twice.
+    await this.#serial(async () => {
+      await this.#store.drop(rows.map((r) => r.reportId), refunds);
+      for (const c of refunds) this.#ledger.apply(c);
+    });
     const gone = new Set(rows);
     this.#pending = this.#pending.filter((r) => !gone.has(r));
     this.#drop(code, rows.length);
@@ -574,7 +625,11 @@ export class Client {
     this.#pending = [];
     this.#stock.clear();
     this.#useSecret(new Uint8Array(0));
-    if (this.#store.snapshot) await this.#store.snapshot(this.#ledger.state, [], []);
+    try {
+      await this.#store.snapshot?.(this.#ledger.state, [], []);
+    } catch (e) {
+      if (!(e instanceof StaleState)) throw e;   // another tab charged since: compaction waits
+    }
   }
 
   /** Collect again with a new secret (new install key, new memoisation; charged on top). */
@@ -590,6 +645,7 @@ export class Client {
   close(): void {
     this.#closed = true;
     if (this.#timer) clearInterval(this.#timer);
+    this.#store.close?.();
   }
 }
 

@@ -3,7 +3,7 @@ export { Client, InvalidValueError, retryAfterSeconds, type Bundle, type ClientO
 export { ConfigError } from "./pins.js";
 export { TokenStock, type TokenEntry } from "./stock.js";
 export { prepare, wireToken, keyFromJson, TokenError, type PublicKey, type PendingToken } from "./tokens.js";
-export { MemoryStore, type Store, type Loaded } from "./store.js";
+export { MemoryStore, StaleState, type Store, type Loaded } from "./store.js";
 export { buildMechanism, isTwoLevel, permanentSeed, type Mechanism, type TwoLevelMechanism, type Report, type Spec } from "./mechanisms.js";
 export { memoContext, mechanismFingerprint } from "./context.js";
 export { DrbgRng, HmacDrbg, SystemRng, type Rng } from "./rng.js";

@@ -12,6 +12,13 @@
  * compaction snapshot); a torn last line (a crash mid-append) is ignored: that
  * record never answered "queued".  ``opted_out`` marks an opt-out.
  *
+ * One process at a time: the journal is each process's own view (no cross-process
+ * transaction as the Python SDK's sqlite has), so ``open`` takes the folder's ``lock``
+ * file (created with an atomic link, holding "pid nonce") and a second FileStore on
+ * the folder, in this process or another live one, is refused with a ``ConfigError``
+ * naming the holder; a lock whose process is gone (a crash) is taken over.  ``close``
+ * (``Client.close``) lets it go.
+ *
  * ``openNodeClient()`` reads ``LDP_COLLECTOR_URL``, ``LDP_API_KEY``,
  * ``LDP_STATE_DIR`` (else the platform's per-user state folder, as the Python
  * SDK) and ``LDP_ISSUER_KEYS`` (pinned issuer key ids, comma-separated, joined
@@ -25,7 +32,9 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { randomBytes } from "node:crypto";
 import { Client, type ClientOptions } from "./client.js";
+import { ConfigError } from "./pins.js";
 import type { Charge, LedgerState } from "./ledger.js";
 import { entryKey, type TokenEntry } from "./stock.js";
 import type { Spec } from "./mechanisms.js";
@@ -34,8 +43,23 @@ import type { Row } from "./wire.js";
 
 export * from "./index.js";
 
+/** Lock file contents held by this process ("pid nonce"). */
+const HELD = new Set<string>();
+
+/** Whether process ``pid`` (of this machine) is alive; our own pid only if ``mine``. */
+function alive(pid: number, mine: boolean): boolean {
+  if (pid === process.pid) return mine;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";   // alive, another user's
+  }
+}
+
 export class FileStore implements Store {
   private fd = -1;
+  private held = "";
   readonly dir: string;
 
   constructor(dir: string) {
@@ -49,6 +73,7 @@ export class FileStore implements Store {
   async open(newSecret: () => Uint8Array): Promise<Loaded> {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     fs.chmodSync(this.dir, 0o700);
+    this.lock();   // also refuses a second open of this store (two Clients, one store object)
     const optedOut = fs.existsSync(this.file("opted_out"));
     let secret = new Uint8Array(0);
     if (!optedOut) {
@@ -80,6 +105,51 @@ export class FileStore implements Store {
     try { catalog = JSON.parse(fs.readFileSync(this.file("metrics.json"), "utf8")); } catch { /* none yet */ }
     this.fd = fs.openSync(this.file("journal"), "a", 0o600);
     return { secret, optedOut, tokens: [...tokens.values()], ledger, charges, rows: [...rows.values()], catalog };
+  }
+
+  /** Take the folder's lock file, or throw ``ConfigError`` if a live process holds it. */
+  private lock(): void {
+    const lock = this.file("lock"), me = `${process.pid} ${randomBytes(8).toString("hex")}`;
+    const tmp = `${lock}.${me.replace(" ", ".")}`;
+    for (let tries = 0; tries < 5; tries++) {
+      fs.writeFileSync(tmp, me, { mode: 0o600 });
+      try {
+        fs.linkSync(tmp, lock);   // atomic: fails if the lock exists
+        this.held = me;
+        HELD.add(me);
+        return;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      } finally {
+        fs.rmSync(tmp, { force: true });
+      }
+      let holder = "";
+      try { holder = fs.readFileSync(lock, "utf8"); } catch { continue; }   // just let go
+      const pid = Number(holder.split(" ")[0]);
+      if (Number.isSafeInteger(pid) && pid > 0 && alive(pid, HELD.has(holder))) {
+        throw new ConfigError(`state folder ${this.dir} is in use by process ${pid} (its lock file ${lock}): `
+          + "one Client per state folder; give each process its own LDP_STATE_DIR");
+      }
+      // The holder is gone: move its lock aside (one process wins the rename) and try again.
+      const aside = `${tmp}.stale`;
+      try { fs.renameSync(lock, aside); } catch { continue; }
+      // Not the lock read above (another process took over in between): put it back.
+      if (fs.readFileSync(aside, "utf8") !== holder) try { fs.linkSync(aside, lock); } catch { /* taken again */ }
+      fs.rmSync(aside, { force: true });
+    }
+    throw new ConfigError(`state folder ${this.dir}: its lock file ${lock} could not be taken`);
+  }
+
+  /** Close the journal and let another FileStore open the folder. */
+  close(): void {
+    if (this.fd >= 0) fs.closeSync(this.fd);
+    this.fd = -1;
+    const lock = this.file("lock");
+    try {
+      if (this.held && fs.readFileSync(lock, "utf8") === this.held) fs.rmSync(lock);
+    } catch { /* already gone */ }
+    HELD.delete(this.held);
+    this.held = "";
   }
 
   private writeSecret(make: () => Uint8Array, flags: "wx" | "w"): void {

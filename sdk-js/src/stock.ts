@@ -31,7 +31,7 @@
  * @example
  *   const { drop } = await stock.ready(waitingRows);   // drop: Map<code, Row[]>
  */
-import type { Store } from "./store.js";
+import { StaleState, type Store } from "./store.js";
 import { keyFromJson, prepare, TokenError, unb64url, b64url, wireToken, type PublicKey } from "./tokens.js";
 import { fromHex, toHex } from "./sha256.js";
 import type { Row } from "./wire.js";
@@ -135,6 +135,7 @@ export class TokenStock {
     try {
       return await this.#fetch(missing, waiting.filter((r) => !dropped.has(r)));
     } catch (e) {
+      if (e instanceof StaleState) throw e;   // another tab changed the stock: the Client reloads
       if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token && !dropped.has(r))]]);
       this.failed = e instanceof Busy ? e.answer : (e as Error);
       return new Map();

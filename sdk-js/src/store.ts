@@ -6,6 +6,14 @@
  * with the refund of its charge when it never left the device.  ``assign``
  * writes a stock token into its reports in one step.  ``MemoryStore`` keeps
  * nothing across restarts (tests, short-lived scripts).
+ *
+ * One store, several Clients (browser tabs of one origin over one IndexedDB): a
+ * write that decides from state read earlier (``commit``: the ledger; ``drop``,
+ * ``assign``, ``saveTokens``: the spool and the stock; ``snapshot``) rejects with
+ * ``StaleState``, writing nothing, when another context wrote that state since this
+ * store's last ``open``; the Client then reloads (``open`` again) and decides anew, as
+ * ``client_sdk`` does in one sqlite transaction.  A store no other context can share
+ * (``FileStore``: a lock file; ``MemoryStore``) never rejects.
  */
 import type { Charge, LedgerState } from "./ledger.js";
 import type { Spec } from "./mechanisms.js";
@@ -24,8 +32,13 @@ export interface Loaded {
   catalog: Spec[] | null;
 }
 
+/** Another context wrote the state this write decided from: reload and decide again. */
+export class StaleState extends Error {}
+
 export interface Store {
-  open(newSecret: () => Uint8Array): Promise<Loaded>;
+  /** Load the state (again: ``ledgerOnly`` re-reads what ``record`` decides from, the
+   * rows and tokens stay this store's view). */
+  open(newSecret: () => Uint8Array, ledgerOnly?: boolean): Promise<Loaded>;
   /** Durably store the charge and its report (both or neither). */
   commit(charge: Charge, row: Row): Promise<void> | void;
   /** Forget reports the collector answered for. */
@@ -44,6 +57,8 @@ export interface Store {
   optIn(secret: Uint8Array): Promise<void> | void;
   /** A compaction point: the current ledger, the rows still pending, the token stock. */
   snapshot?(ledger: LedgerState, rows: Row[], tokens: TokenEntry[]): Promise<void> | void;
+  /** Let another Client open the state (``FileStore``: its lock). */
+  close?(): void;
 }
 
 export class MemoryStore implements Store {

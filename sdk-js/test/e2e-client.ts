@@ -253,6 +253,7 @@ test("a report spooled by the SDK before blind tokens (an HMAC token) waits for 
   old.commit({ metric: spec.name, version: spec.version, fingerprint: mechanismFingerprint(spec), epoch, period: DAY,
     cost: buildMechanism(spec).epsilon, valueKey: null, epsilonInf: 0 },
   { reportId: "ab".repeat(16), metric: spec.name, version: spec.version, epoch, token: "11".repeat(32), payload: "2" });
+  old.close();
   const net = new Net();
   const c = await Client.open({ ...quick, url: URL_, apiKey: KEY, store: new FileStore(d), fetch: net.fetch });
   assert.equal(c.queued, 1);

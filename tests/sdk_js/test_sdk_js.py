@@ -325,6 +325,81 @@ def test_node_and_chromium_record_through_the_real_stack(
         collector.stop()
 
 
+#: The metrics of sdk-js/test/e2e-tabs.ts (two tabs, one device).
+TAB_SPECS: list[dict[str, Any]] = [
+    {"name": "t.plan", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "grr"},
+    {"name": "t.same", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr",
+     "longitudinal": {"epsilon_inf": 3.0}},
+    {"name": "t.life", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0, "mechanism": "olh",
+     "longitudinal": {"epsilon_inf": 3.0}},
+    {"name": "t.other", "kind": "categorical", "domain": DOMAIN, "epsilon": 1.0,
+     "mechanism": "grr"},
+]
+
+
+@needs_node
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
+def test_two_tabs_spend_one_ledger(
+    built: Path, redis_server: RedisServer, tmp_path: Path,
+    page_server: tuple[str, list[dict[str, Any]], threading.Event],
+) -> None:
+    """Two tabs of one origin (two Clients over one IndexedDB, both opened before either
+    records) record the same metrics at once: one report per (metric, epoch) leaves the
+    device and one permanent response is drawn within a lifetime budget of one; the other
+    tab is refused by the budget.  Before the stale-write check each tab decided from its
+    own copy of the ledger: both answered "queued" (6 reports, 2 charges per unit).
+    Then both flush at once through the real collector and issuer: the 3 reports are
+    accepted, none dropped (no second blinded request for a unit, refused token_limit);
+    an opt-out in one tab holds in the other."""
+    import redis
+
+    origin, result, arrived = page_server
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    collector = start_collector(redis_server.url, log_dir=tmp_path / "collector",
+                                extra_env={"LDP_CORS_ORIGINS": origin})
+    specs = []
+    for spec in TAB_SPECS:
+        answer = httpx.post(f"{collector.url}/v1/metrics", json=spec, headers=auth(ADMIN_KEY),
+                            timeout=10)
+        assert answer.status_code in (200, 201), answer.text
+        specs.append(answer.json())
+    (built / "tabs-specs.json").write_text(json.dumps(specs))
+    (built / "tabs.html").write_text(
+        '<!doctype html><meta charset="utf-8"><title>ldp sdk tabs</title>'
+        '<script type="module" src="/e2e-tabs.js"></script>')
+    profile = tempfile.mkdtemp(prefix="ldp-chromium-")
+    browser = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-popup-blocking",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={profile}",
+         f"{origin}/tabs.html#tab=1&url={collector.url}&key={INGEST_KEY}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert arrived.wait(120), "the page never reported"
+    finally:
+        browser.terminate()
+        try:
+            browser.wait(10)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+        shutil.rmtree(profile, ignore_errors=True)
+        collector.stop()
+    assert result[0] == {
+        "ok": True,
+        "answers": {"t.plan": ["over_budget", "queued"], "t.same": ["over_budget", "queued"],
+                    "t.life": ["over_lifetime_budget", "queued"]},
+        "reports": {"t.plan": 1, "t.same": 1, "t.life": 1},
+        "permanent": {"t.same": 1, "t.life": 1},
+        "flushed": [True, True],
+        "accepted": 3,
+        "dropped": {},
+        "afterOptOut": "opted_out",
+        "optedOut": True,
+    }, result[0]
+
+
 #: The opt-in forms' metrics (sdk-js/test/e2e-forms.ts; ``statistics`` resolves ``auto`` to
 #: Square Wave).
 FORM_SPECS: list[dict[str, Any]] = [
