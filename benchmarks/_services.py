@@ -124,10 +124,12 @@ class Stack:
         out.update(extra or {})
         return out
 
-    def collector(self, workers: int = 1, nodelay: bool = True) -> Service:
-        """The real collector (full validation, exactly-once dedupe)."""
+    def collector(self, workers: int = 1, nodelay: bool = True,
+                  extra: Mapping[str, str] | None = None) -> Service:
+        """The real collector (full validation, exactly-once dedupe); ``extra``: more
+        settings (e.g. ``LIMITER_ON``)."""
         svc = start_uvicorn(
-            "collector.app:create_app", self.env(), self.folder, workers=workers,
+            "collector.app:create_app", self.env(extra), self.folder, workers=workers,
             nodelay=nodelay,
         )
         self.services.append(svc)

@@ -14,9 +14,11 @@ it measures the raw Redis ceiling for the
 same increments (redis-benchmark, pipelined HINCRBY; a redis-py pipeline loop
 if redis-benchmark is not on PATH) and Redis' own CPU while it served.
 
-Run: ``.venv/bin/python benchmarks/bench_ingest.py [--quick] [--plain] [--single]``.
+Run: ``.venv/bin/python benchmarks/bench_ingest.py [--quick] [--plain] [--single] [--limiter]``
+(``--limiter``: the production rate limiter on, ``LIMITER_ON``; off otherwise).
 The tables are printed and written to
-``benchmarks/results/<UTC date>-<time>-ingest[-single][-quick].md`` (``--no-write``: not).
+``benchmarks/results/<UTC date>-<time>-ingest[-single][-limiter][-quick].md``
+(``--no-write``: not).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._services import INGEST_KEY, REPO_ROOT, Stack, redis_cpu_seconds
 from benchmarks._table import header, table
 
-__all__ = ["BENCH_SPEC", "CASES", "IngestRun", "alternating_run", "load", "one_run",
-           "redis_ceiling", "script_usec", "section", "summarise", "write_result"]
+__all__ = ["BENCH_SPEC", "CASES", "LIMITER_ON", "IngestRun", "alternating_run", "load",
+           "one_run", "redis_ceiling", "script_usec", "section", "summarise", "write_result"]
 
 #: The metric every ingest run reports to (GRR, one counter per report).
 BENCH_SPEC: dict[str, Any] = {
@@ -47,6 +49,11 @@ BENCH_SPEC: dict[str, Any] = {
     "domain": [f"v{i}" for i in range(64)], "epoch": "day", "min_reports": 1,
 }
 CONNECTIONS = {1: 8, 100: 4, 1000: 4}
+#: ``--limiter``: the production rate limiter on (a script call per request, as in
+#: production), with a rate no single load generator reaches, so that its cost is
+#: measured and nothing is refused (the default 1000/s per address would throttle
+#: a generator whose every connection comes from 127.0.0.1).
+LIMITER_ON = {"LDP_RATE_LIMIT_PER_SECOND": "1000000", "LDP_RATE_LIMIT_BURST": "1000000"}
 PLAIN = "collector, plain uvicorn --workers"
 
 
@@ -212,9 +219,11 @@ CASES = ((1, False, 1, 1, 3), (1, False, 20, 20, 3), (100, False, 1, 1, 1),
          (1000, True, 20, 20, 3))
 
 
-def section(quick: bool = False, plain: bool = False, single: bool = False) -> str:
+def section(quick: bool = False, plain: bool = False, single: bool = False,
+            limiter: bool = False) -> str:
     """The ingest tables (Markdown): 2 workers (1 with ``quick``); ``single``: only
-    the single-report cases."""
+    the single-report cases; ``limiter``: the collector's rate limiter on (``LIMITER_ON``;
+    the benchmarks run with it off otherwise)."""
     duration = 1.5 if quick else 3.0
     cases = tuple((*case[:4], 1) for case in CASES) if quick else CASES
     if single:
@@ -230,7 +239,7 @@ def section(quick: bool = False, plain: bool = False, single: bool = False) -> s
         # Both servers up at once, their runs interleaved (collector, minimal,
         # collector, ...): a drift of the machine's speed during the section then
         # weighs on both sides of every ratio alike.
-        collector = stack.collector(workers)
+        collector = stack.collector(workers, extra=LIMITER_ON if limiter else None)
         minimal = stack.app("benchmarks.minimal_endpoint:create_app", workers)
         try:
             stack.register(collector.url, BENCH_SPEC)
@@ -280,7 +289,11 @@ def section(quick: bool = False, plain: bool = False, single: bool = False) -> s
             finally:
                 svc.stop()
                 stack.services.remove(svc)
-    return _tables(runs, shares, method, ceiling, duration, load_avg) + _single_table(singles)
+    note = ("Rate limiter ON (LDP_RATE_LIMIT_PER_SECOND=1000000, burst 1000000: a take "
+            "per request, none refused); 'requests per script call' counts its calls too.\n\n"
+            if limiter else "Rate limiter off (LDP_RATE_LIMIT_PER_SECOND=0).\n\n")
+    return note + _tables(runs, shares, method, ceiling, duration, load_avg) + _single_table(
+        singles)
 
 
 def _single_table(singles: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
@@ -408,13 +421,16 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true",
                     help="also plain `uvicorn --workers N` (Nagle on), one run per batch")
     ap.add_argument("--single", action="store_true", help="only the single-report cases")
+    ap.add_argument("--limiter", action="store_true",
+                    help="the collector's rate limiter on (a take per request, none refused)")
     ap.add_argument("--no-write", action="store_true",
                     help="print only; do not write benchmarks/results/")
     args = ap.parse_args()
-    text = section(args.quick, args.plain, args.single)
+    text = section(args.quick, args.plain, args.single, args.limiter)
     print(text)
     if not args.no_write:
-        name = "ingest" + "-single" * args.single + "-quick" * args.quick
+        name = ("ingest" + "-single" * args.single + "-limiter" * args.limiter
+                + "-quick" * args.quick)
         print(f"wrote {write_result(text, name)}", file=sys.stderr)
 
 

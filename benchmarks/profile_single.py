@@ -4,13 +4,15 @@ Both ASGI apps run in this process on a real Redis: the collector
 (``collector.app:create_app``, the test issuer key, 1024 bits) and the minimal
 endpoint (``benchmarks.minimal_endpoint``).  Pre-built single-report requests
 (``benchmarks/loadgen.py``'s builder: a fresh device token each) are handed
-to each app as ASGI calls by 8 concurrent callers, in blocks of 160 requests;
+to each app as ASGI calls by 8 concurrent callers (``--callers``), in blocks of 160 requests;
 the variants' blocks alternate (A B C ... A B C ...) so that a drift of a
 shared machine weighs on all of them, and each block's CPU time of this
 process (``time.process_time``: Redis runs in its own process) is divided by
 its requests.  Variants of the collector remove one part at a time:
 
-    collector        the whole request
+    collector        the whole request (the rate limiter off, as in every benchmark)
+    limiter on       the whole request with the production rate limiter on (a take
+                     per request; a rate no caller reaches, so none is refused)
     no token check   ``TokenService.check`` replaced by a pass-through
     no Redis write   ``Store.ingest`` replaced by "all accepted" (also removes
                      the request's only wait on Redis, so it saves a little more
@@ -19,7 +21,7 @@ its requests.  Variants of the collector remove one part at a time:
                      exception wrappers, no routing (what the app stack costs)
     minimal          the minimal endpoint (FastAPI, pydantic, one pipelined HINCRBY)
 
-Run: ``.venv/bin/python benchmarks/profile_single.py [--blocks 10]``; the table is
+Run: ``.venv/bin/python benchmarks/profile_single.py [--blocks 10] [--callers 8]``; the table is
 also written to ``benchmarks/results/<UTC date>-<time>-profile-single.md``
 (``--no-write``: not).
 """
@@ -115,14 +117,19 @@ def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
         setattr(owner, name, old)
 
 
-async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
-    """Rows (variant, median us of CPU per request, min) over ``blocks`` rounds."""
+async def profile(
+    blocks: int, redis_url: str, callers: int = CALLERS
+) -> list[tuple[str, str, str]]:
+    """Rows (variant, median us of CPU per request, min) over ``blocks`` rounds of
+    ``callers`` concurrent callers."""
     from benchmarks.minimal_endpoint import create_app as minimal_app
     from collector.app import create_app
     from collector.routers import reports
+    from collector.settings import Settings
     from collector.store import Store, ValidReport
     from collector.tokens import TokenService
     from ldp_core.metric import MetricSpec
+    from ldp_server.settings import load
 
     async def no_check(
         self: TokenService, reports: list[ValidReport], positions: list[int]
@@ -133,7 +140,7 @@ async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
         return ["accepted"] * len(reports)
 
     epoch = int(time.time() // 86400)
-    count = BLOCK * (blocks + 1) * 5 + 400
+    count = BLOCK * (blocks + 1) * 6 + 400
 
     def requests(seed: int, fake_tokens: bool) -> Iterator[Any]:
         built = build_requests("127.0.0.1", INGEST_KEY, BENCH_SPEC["name"], 1, epoch, "grr",
@@ -144,8 +151,12 @@ async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
     real = requests(3, fake_tokens=False)
     fake = requests(4, fake_tokens=True)
     collector, minimal = create_app(), minimal_app()
+    settings = load(Settings).model_copy(
+        update={"rate_limit_per_second": 1e6, "rate_limit_burst": 10**6})
+    limited = create_app(settings)
     async with (
         collector.router.lifespan_context(collector),
+        limited.router.lifespan_context(limited),
         minimal.router.lifespan_context(minimal),
     ):
         await collector.state.store.create_metric(MetricSpec.from_json(BENCH_SPEC))
@@ -156,6 +167,7 @@ async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
             str, tuple[Call, Iterator[bytes], Callable[[], AbstractContextManager[None]]]
         ] = {
             "collector": (whole, real, nullcontext),
+            "limiter on": (asgi_caller(limited), real, nullcontext),
             "no token check": (whole, real, lambda: _patched(TokenService, "check", no_check)),
             "no Redis write": (whole, real, lambda: _patched(Store, "ingest", no_write)),
             "minimal": (asgi_caller(minimal), fake, nullcontext),
@@ -167,13 +179,13 @@ async def profile(blocks: int, redis_url: str) -> list[tuple[str, str, str]]:
             call, requests, context = variants[name]
 
             async def caller() -> None:
-                for _ in range(BLOCK // CALLERS):
+                for _ in range(BLOCK // callers):
                     await call(next(requests))
 
             with context():
                 start = time.process_time()
-                await asyncio.gather(*(caller() for _ in range(CALLERS)))
-                return 1e6 * (time.process_time() - start) / BLOCK
+                await asyncio.gather(*(caller() for _ in range(callers)))
+                return 1e6 * (time.process_time() - start) / (BLOCK // callers * callers)
 
         samples: dict[str, list[float]] = {name: [] for name in variants}
         for name in variants:  # warm-up, not counted
@@ -188,6 +200,8 @@ def main() -> None:
     """Print the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--blocks", type=int, default=10)
+    ap.add_argument("--callers", type=int, default=CALLERS,
+                    help="concurrent callers (fewer: smaller groups)")
     ap.add_argument("--no-write", action="store_true",
                     help="print only; do not write benchmarks/results/")
     args = ap.parse_args()
@@ -214,11 +228,11 @@ def main() -> None:
             except ImportError:
                 run = asyncio.run
             load = os.getloadavg()[0]
-            rows = run(profile(args.blocks, str(server.url)))
+            rows = run(profile(args.blocks, str(server.url), args.callers))
         finally:
             server.stop()
     text = (
-        f"Single-report requests in process, {CALLERS} concurrent callers, blocks of {BLOCK} "
+        f"Single-report requests in process, {args.callers} concurrent callers, blocks of {BLOCK} "
         f"alternated, {args.blocks} blocks per variant; load average {load:.2f}\n\n"
         + table(("variant", "CPU us/request (median)", "min"), rows)
     )

@@ -5,7 +5,8 @@ The Redis client and the store are owned by the app's lifespan and kept on
 dependency is ``async`` (FastAPI would run a plain function in a thread).
 
 A role check takes one token of the client's rate limit (per client address,
-kept in Redis: ``collector.store.limits``), then reads the bearer key and finds
+kept in Redis: ``collector.store.limits``; the takes of concurrent requests go
+out in one call), then reads the bearer key and finds
 its role in the key ring, in this order (the first failure answers):
 
     429 rate_limited  this client's bucket is empty (Retry-After); a flood,

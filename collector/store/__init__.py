@@ -8,7 +8,8 @@ built from its parts, one module per job:
     registry  metric specs: ``create_metric``, ``get_metric(s)``, ``list_metrics``
     ingest    the write side: ``ingest`` (exactly once per report), ``record_implausible``,
               ``ingest_grouped`` (concurrent requests' reports in one call)
-    group     ``GroupCommit``: what ``ingest_grouped`` coalesces calls with
+    group     ``GroupCommit``: what ``ingest_grouped`` and ``take`` coalesce calls with
+    limits    per-client rate limits: ``take`` (concurrent requests' takes in one call)
     reads     the read side, used by the aggregator: ``epochs_with_data``,
               ``read_vectors`` (one epoch at a time, in HSCAN slices),
               ``read_tallies``, ``read_counts``, ``read_flags``

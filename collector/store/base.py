@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, Self
 
 from redis.asyncio.cluster import RedisCluster
@@ -32,13 +32,28 @@ from collector.store.schema import (
 from ldp_core.metric import MetricSpec
 from ldp_server.redis_client import REDIS_ERRORS, RedisClient, make_client
 
-__all__ = ["StoreBase"]
+__all__ = ["CLUSTER_CALLS_IN_FLIGHT", "StoreBase", "settle"]
 
 
 #: Cluster script calls one store keeps in flight, over all its requests: below
 #: redis-py's pool of 100 connections per node, which a device batch over many
 #: metrics (one call per slot) would otherwise exhaust (MaxConnectionsError).
 CLUSTER_CALLS_IN_FLIGHT = 64
+
+
+async def settle(calls: Iterable[Awaitable[Any]]) -> list[Any]:
+    """Await every call, then raise the first failure.
+
+    Plain ``asyncio.gather`` raises at the first failure and leaves the other
+    calls running: a 503 would go out while writes of the same batch (redis-py
+    retrying a slot whose master restarts) still land afterwards.  Here, when
+    the caller returns or raises, nothing it sent is still in flight.
+    """
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 class StoreBase:
@@ -92,6 +107,11 @@ class StoreBase:
     @property
     def is_cluster(self) -> bool:
         return isinstance(self.client, RedisCluster)
+
+    async def _gated(self, call: Awaitable[Any]) -> Any:
+        """``call``, once fewer than ``CLUSTER_CALLS_IN_FLIGHT`` of this store's are."""
+        async with self._cluster_calls:
+            return await call
 
     # -- health ----------------------------------------------------------------------
 

@@ -12,15 +12,14 @@ has settled).
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Sequence
 from hashlib import blake2b
 from typing import Any, Literal, NamedTuple
 
 import redis.exceptions
 
-from collector.store.base import StoreBase
+from collector.store.base import StoreBase, settle
 from collector.store.group import ALONE, GroupCommit
 from collector.store.schema import (
     INGEST_BATCH_LUA,
@@ -41,21 +40,6 @@ _OUTCOMES: tuple[Outcome, ...] = ("accepted", "duplicate")
 #: Seconds the per-report state outlives the acceptance window: clock
 #: differences between collector instances and Redis.
 STATE_MARGIN_SECONDS = 3600
-
-
-async def _settle(calls: Iterable[Awaitable[Any]]) -> list[Any]:
-    """Await every call, then raise the first failure.
-
-    Plain ``asyncio.gather`` raises at the first failure and leaves the other
-    calls running: a 503 would go out while writes of the same batch (redis-py
-    retrying a slot whose master restarts) still land afterwards.  Here, when
-    ``ingest`` returns or raises, nothing it sent is still in flight.
-    """
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
 
 
 class ValidReport(NamedTuple):
@@ -190,9 +174,9 @@ class Ingest(StoreBase):
             index: dict[str, set[str]] = defaultdict(set)
             for key, member in slots:
                 index[key].add(member)
-            await _settle(self._gated(self.client.sadd(k, *sorted(m)))
-                          for k, m in index.items())
-            return await _settle(self._gated(self._evalsha(args)) for args in calls)
+            await settle(self._gated(self.client.sadd(k, *sorted(m)))
+                         for k, m in index.items())
+            return await settle(self._gated(self._evalsha(args)) for args in calls)
         # One node: ONE script call applies every slot of the batch, each also listing
         # its slot in the index (KEYS[3j+3]): one Lua call instead of one per slot.
         keys: list[str] = []
@@ -208,10 +192,6 @@ class Ingest(StoreBase):
                     raise
                 await self.client.script_load(INGEST_BATCH_LUA)
         raise AssertionError("unreachable")
-
-    async def _gated(self, call: Awaitable[Any]) -> Any:
-        async with self._cluster_calls:
-            return await call
 
     async def _evalsha(self, args: list[Any]) -> Any:
         try:
