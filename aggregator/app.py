@@ -32,7 +32,13 @@ from ldp_server.headers import PAGE_HEADERS, install_security_headers
 from ldp_server.problems import Problem, install_handlers
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
-from ldp_server.telemetry import CONTENT_TYPE, HttpMetrics, ServiceMetrics, scrape_allowed
+from ldp_server.telemetry import (
+    CONTENT_TYPE,
+    TELEMETRY_OFF,
+    HttpMetrics,
+    ServiceMetrics,
+    scrape_allowed,
+)
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
@@ -90,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        telemetry=TELEMETRY_OFF,  # as the collector: see ldp_server.telemetry
     )
     app.state.settings = settings
     app.state.keyring = analyst_ring(settings.keys())
