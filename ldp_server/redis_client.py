@@ -142,7 +142,12 @@ async def _watchdog(loop: asyncio.AbstractEventLoop, period: float) -> None:
         await asyncio.sleep(period)
         now = time.monotonic()
         idle += 1
-        for conn in list(_LIVE):
+        try:
+            conns = list(_LIVE)
+        except RuntimeError:  # another thread's loop added one meanwhile: next period
+            idle = 0
+            continue
+        for conn in conns:
             since = conn.waiting_since
             if since is None or conn.bound is None or conn.waiting_loop is not loop:
                 continue
