@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Header, Request, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import HTMLResponse, PlainTextResponse
 
@@ -31,7 +32,13 @@ from ldp_server.headers import PAGE_HEADERS, install_security_headers
 from ldp_server.problems import Problem, install_handlers
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
-from ldp_server.telemetry import CONTENT_TYPE, HttpMetrics, ServiceMetrics, scrape_allowed
+from ldp_server.telemetry import (
+    CONTENT_TYPE,
+    TELEMETRY_OFF,
+    HttpMetrics,
+    ServiceMetrics,
+    scrape_allowed,
+)
 
 __all__ = ["SECURITY_HEADERS", "create_app"]
 
@@ -58,6 +65,11 @@ class _RedactQuery(logging.Filter):
         return True
 
 
+def _warm_up() -> None:
+    """What the first estimate would otherwise import (run in a worker thread)."""
+    import numpy.ma  # noqa: F401  (np.median, the robust estimate)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The ASGI app; settings from the environment unless given."""
     settings = settings or load_or_exit(Settings, "aggregator")
@@ -68,6 +80,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redactor = _RedactQuery()
         access_log.addFilter(redactor)
         app.state.store = Store(settings.redis_client())
+        # The first use of the worker threads imports anyio's thread backend (on the
+        # event loop) and numpy.ma (np.median): at start, not on a request's time.
+        await run_in_threadpool(_warm_up)
         try:
             yield
         finally:
@@ -81,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        telemetry=TELEMETRY_OFF,  # as the collector: see ldp_server.telemetry
     )
     app.state.settings = settings
     app.state.keyring = analyst_ring(settings.keys())

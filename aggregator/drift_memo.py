@@ -218,14 +218,16 @@ def memoised_drift(
     (3, True)
     """
     channel = instant_channel(m)
-    laws = mga_laws(m)
-    if channel is None or laws is None or latest[1] <= 0 or earlier[1] <= 0:
+    if channel is None or latest[1] <= 0 or earlier[1] <= 0:
         return None
     rows, width = channel.places.shape
     if (
         draws * m.num_counters * m.domain_size > MC_MAX_WORK
         or draws * max(m.num_counters, rows * width) > MC_MAX_DRAWS
     ):
+        return None  # before mga_laws: over the caps its table would serve nothing
+    laws = mga_laws(m)
+    if laws is None:
         return None
     now_t = np.asarray(latest[0], dtype=np.int64)
     before_t = np.asarray(earlier[0], dtype=np.int64)

@@ -71,7 +71,13 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.attacks import gain
-from aggregator.drift import Drift, calibrated_drift, normal_drift, simulated_drift
+from aggregator.drift import (
+    Drift,
+    calibrated_drift,
+    normal_drift,
+    simulated_drift,
+    support_rows,
+)
 from aggregator.drift_memo import memoised_drift
 from aggregator.estimate import window_count_variance, window_mean_variance
 from collector.store import SUM_Z_FLAG, count_sum_z
@@ -170,8 +176,7 @@ def _from_support(m: Mechanism, support: npt.NDArray[np.float64], n: int, epochs
 @lru_cache(maxsize=16)
 def _support_matrix(m: Mechanism) -> npt.NDArray[np.float64]:
     """counters x values: support counts are tallies @ this (unary, one-bit, CMS: linear)."""
-    eye = np.eye(m.num_counters, dtype=np.int64)
-    return np.array([m.support_counts(eye[c]) for c in range(m.num_counters)], dtype=np.float64)
+    return support_rows(m)
 
 
 def _share_z(
@@ -179,12 +184,18 @@ def _share_z(
 ) -> Callable[
     [npt.NDArray[np.float64], int, npt.NDArray[np.float64], int], npt.NDArray[np.float64]
 ]:
-    """The difference-of-shares z of ``normal_drift`` on rows of tallies."""
-    matrix = _support_matrix(m)
+    """The difference-of-shares z of ``normal_drift`` on rows of tallies.
+
+    The support matrix is built when ``z`` is first called, not here:
+    ``simulated_drift`` calls it only where it applies (unary, one-bit, CMS under
+    the cost caps).  Built eagerly, a cold GRR estimate over 4096 values built
+    4096 x 4096 of it for nothing (12 s of CPU, 600 MB, 2.6 s of it holding the
+    GIL; docs/analysts.md)."""
 
     def z(
         now: npt.NDArray[np.float64], n_now: int, before: npt.NDArray[np.float64], n_before: int
     ) -> npt.NDArray[np.float64]:
+        matrix = _support_matrix(m)
         a = _from_support(m, np.einsum("...k,kv->...v", now, matrix), n_now, 1)
         b = _from_support(m, np.einsum("...k,kv->...v", before, matrix), n_before, earlier_epochs)
         return np.asarray(

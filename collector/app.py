@@ -54,7 +54,6 @@ from contextlib import asynccontextmanager, suppress
 
 import redis.exceptions
 from fastapi import Depends, FastAPI, Request
-from fastapi.telemetry import TelemetryConfig
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
@@ -70,11 +69,10 @@ from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
 from ldp_server.redis_client import install_store_handlers
 from ldp_server.settings import load_or_exit
+from ldp_server.telemetry import TELEMETRY_OFF
 
 __all__ = ["TELEMETRY_OFF", "create_app"]
 
-#: ``FastAPI(telemetry=...)``: no tracing, metrics or logs through OpenTelemetry.
-TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(

@@ -15,10 +15,13 @@ False
 
 from __future__ import annotations
 
+import asyncio
+import time
 import traceback
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import redis.asyncio
 import redis.exceptions
@@ -32,6 +35,7 @@ __all__ = [
     "CLIENT_BUGS",
     "REDIS_ERRORS",
     "RedisClient",
+    "WatchedConnection",
     "install_store_handlers",
     "make_client",
     "raised_in_redis_client",
@@ -57,6 +61,101 @@ CLIENT_BUGS: tuple[type[Exception], ...] = (
 _REDIS_PACKAGE = str(Path(redis.__file__).resolve().parent)
 
 
+class WatchedConnection(redis.asyncio.Connection):
+    """redis-py's connection, its commands bounded by one watchdog instead of a timer each.
+
+    With ``socket_timeout`` set, redis-py (8.x) bounds each read with
+    ``asyncio.timeout`` and each write with ``asyncio.wait_for`` (on Python
+    3.11 a Task of its own): two timers, a Task and an extra turn of the event
+    loop per command, 35-70 % of a command's client CPU
+    (``benchmarks/bench_redis_timeout.py``, docs/performance.md).  Here redis-py
+    runs without it, and each connection notes when it started to wait (a write,
+    or a reply); one watchdog task per event loop looks every ``bound / 2``
+    seconds and aborts the transport of a connection that has waited longer
+    than ``bound`` (the ``socket_timeout`` asked for).  The pending command then
+    fails as on a dropped connection (``redis.exceptions.ConnectionError``: 503
+    ``store_unavailable``), after between ``bound`` and ``1.5 x bound``.  The TCP
+    connect keeps redis-py's ``socket_connect_timeout``.  A URL that picks its own
+    connection class (``rediss://``, ``unix://``) keeps redis-py's timeouts.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bound: float | None = self.socket_timeout
+        self.socket_timeout = None  # redis-py: no timer of its own per command
+        self.waiting_since: float | None = None
+        self.waiting_loop: asyncio.AbstractEventLoop | None = None
+        if self.bound:
+            _LIVE.add(self)
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self.bound:
+            await super().send_packed_command(command, check_health)
+            return
+        # Connect and health-check first: their own reads are watched one by one.
+        if not self.is_connected:
+            await self.connect_check_health(check_health=False)
+        if check_health:
+            await self.check_health()  # type: ignore[no-untyped-call]
+        self.waiting_since = time.monotonic()  # until the reply is read
+        self.waiting_loop = _watch(self.bound)
+        await super().send_packed_command(command, False)
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if self.bound and self.waiting_since is None:  # a read without a write of ours
+            self.waiting_since = time.monotonic()
+            self.waiting_loop = _watch(self.bound)
+        try:
+            return await super().read_response(*args, **kwargs)
+        finally:
+            self.waiting_since = None
+
+    def abort(self) -> None:
+        """Drop the socket: the command waiting on it fails (ConnectionError)."""
+        writer = self._writer
+        if writer is not None:
+            writer.transport.abort()
+
+
+#: Connections with a bound; the watchdog of the loop that last needed one, and its period.
+_LIVE: weakref.WeakSet[WatchedConnection] = weakref.WeakSet()
+_WATCHDOG: list[tuple[asyncio.Task[None], float]] = []
+
+
+def _watch(bound: float) -> asyncio.AbstractEventLoop:
+    """The running loop, its watchdog started unless one runs often enough for ``bound``."""
+    loop = asyncio.get_running_loop()
+    if _WATCHDOG:
+        task, period = _WATCHDOG[0]
+        if period <= bound / 2 and task.get_loop() is loop and not task.done():
+            return loop
+    task = loop.create_task(_watchdog(loop, bound / 2), name="redis-watchdog")
+    _WATCHDOG[:] = [(task, bound / 2)]
+    return loop
+
+
+async def _watchdog(loop: asyncio.AbstractEventLoop, period: float) -> None:
+    """Abort this loop's connections that have waited past their bound; stop when none
+    has waited for two periods (the next command starts it again)."""
+    idle = 0
+    while idle < 2:
+        await asyncio.sleep(period)
+        now = time.monotonic()
+        idle += 1
+        try:
+            conns = list(_LIVE)
+        except RuntimeError:  # another thread's loop added one meanwhile: next period
+            idle = 0
+            continue
+        for conn in conns:
+            since = conn.waiting_since
+            if since is None or conn.bound is None or conn.waiting_loop is not loop:
+                continue
+            idle = 0
+            if now - since > conn.bound:
+                conn.abort()
+
+
 def make_client(
     redis_url: str | None = None,
     cluster_nodes: Sequence[tuple[str, int]] | None = None,
@@ -76,6 +175,7 @@ def make_client(
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         health_check_interval=5,
+        connection_class=WatchedConnection,
     )
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import prometheus_client
+from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CollectorRegistry, Gauge, Histogram, values
 from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -51,6 +52,7 @@ __all__ = [
     "CONTENT_TYPE",
     "HTTP_BUCKETS",
     "MULTIPROC_ENV",
+    "TELEMETRY_OFF",
     "HttpMetrics",
     "ServiceMetrics",
     "render",
@@ -61,6 +63,13 @@ __all__ = [
 HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: ``FastAPI(telemetry=...)`` of both services: no tracing, metrics or logs through
+#: FastAPI's native OpenTelemetry.  We export nothing through it; left on, it asks
+#: three global providers on every request, and an environment that configures
+#: them (``FASTAPI_OTEL_AUTO_CONFIGURE``) would send spans with URLs, query
+#: strings and client addresses to an exporter we never chose.
+TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 

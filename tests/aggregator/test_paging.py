@@ -214,9 +214,10 @@ def test_event_loop_answers_healthz_during_a_heavy_request(services: dict[str, A
     the heavy request (its worst latency was the heavy request's duration).
     The bound here is a quarter of that duration: far from the slices the loop
     is now held for, and far below what a blocked loop gives.  The same request
-    is made once first: a fresh aggregator's first estimate of a metric pays a
-    one-time warm-up that has held /healthz for 1.3-1.8 s (before this read
-    too: docs/analysts.md, bench_paging), which is not what this test measures.
+    is made once first: a fresh aggregator's first estimate of a metric paid a
+    one-time warm-up that held /healthz for 1.3-1.8 s (a GIL-holding table build,
+    gone: docs/analysts.md, tests/aggregator/test_cold_estimate.py), which is not
+    what this test measures.
     """
     base = services["default"]
     assert _get(base, "/v1/estimates/heavy").status_code == 200
