@@ -18,7 +18,16 @@ from aggregator.distribution import (
     estimate_distribution,
     search_weights,
 )
-from aggregator.quantiles import Bootstrap, bootstrap_cdf, read_quantiles
+from aggregator.quantiles import (
+    DEFAULT_REPLICATES,
+    Bootstrap,
+    bootstrap_cdf,
+    fixed_population,
+    monotone,
+    population_tallies,
+    read_quantiles,
+    tally_seed,
+)
 from aggregator.shape import ems, smoothing_for, wasserstein1
 from benchmarks._table import median_seconds, table
 from benchmarks.bench_distribution import (
@@ -187,6 +196,28 @@ def rounded_law(values: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+def _channel_noise(m: GridChannel, masses: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(R, P): the served bootstrap's replicates of the unbiased CDF before the monotone
+    step, less their population's own CDF (the same draws as ``bootstrap_cdf``)."""
+    _, w, _ = search_weights(m)
+    people = fixed_population(masses, N)
+    gen = np.random.default_rng(tally_seed(counts))
+    tallies = population_tallies(m.transition(), people, DEFAULT_REPLICATES, gen)
+    own = ((people / N) @ m.transition()) @ w
+    out: np.ndarray = tallies / N @ w - own
+    return out
+
+
+def _projected(own: np.ndarray, j: int, q: float) -> np.ndarray:
+    """The CDF nearest ``own`` in KL whose value at point j is q: the mass below scaled
+    to q, the mass above to 1 - q (the I-projection of the population onto the null)."""
+    a = float(own[j])
+    below = own * (q / a) if a > 0 else np.full_like(own, q)
+    above = 1 - (1 - own) * ((1 - q) / (1 - a)) if a < 1 else np.full_like(own, q)
+    out: np.ndarray = np.where(np.arange(len(own)) <= j, below, above)
+    return out
+
+
 def diagnosis_table(
     populations: int,
     trials: int,
@@ -202,13 +233,16 @@ def diagnosis_table(
     - q inside the band at x0, with G's band and with the oracle's); and the **level**
     pivot, the CDF error taken where G's own CDF reaches q (the null population G
     shifted so that its q-quantile is x; the interval is then from where F_hat reaches
-    q + e_lo to where it reaches q + e_hi).  Not served: docs/numeric.md."""
+    q + e_lo to where it reaches q + e_hi); and the test at the truth with the
+    **I-projection null** (``_projected``: G reweighted so that its CDF at x is q)
+    carrying the replicates' own channel noise (``_channel_noise``), so no tally is
+    redrawn.  Not served: docs/numeric.md."""
     rows = []
     for shape in shapes:
         for eps in epsilons:
             m = build("square_wave", eps)
             x, w, _ = search_weights(m)
-            keys = ("served", "oracle", "level", "truth G", "truth oracle")
+            keys = ("served", "oracle", "level", "truth G", "truth oracle", "truth I")
             hits = {key: np.zeros(len(QUANTILES)) for key in keys}
             width = {key: np.zeros(len(QUANTILES)) for key in keys[:3]}
             total = 0
@@ -231,6 +265,7 @@ def diagnosis_table(
                     total += 1
                     d = _unshaped(m, counts[row] / N, masses[row])
                     boot = d.bootstrap_cdf()
+                    noise = _channel_noise(m, masses[row], counts[row])
                     served = d.intervals_from(boot, QUANTILES)
                     g_band = np.quantile(boot.replicate - boot.own, [0.025, 0.975], axis=0)
                     by_oracle = read_quantiles(x, boot.observed - o_band, QUANTILES)
@@ -252,6 +287,11 @@ def diagnosis_table(
                         for key, band in (("truth G", g_band), ("truth oracle", o_band)):
                             lo, hi = np.interp(t, x, band[0]), np.interp(t, x, band[1])
                             hits[key][i] += lo <= at <= hi
+                        # the I-projection null at the search point j0 next above the truth
+                        j0 = min(int(np.searchsorted(x, t)), len(x) - 2)
+                        null = _projected(boot.own, j0, q)
+                        e_i = np.quantile(monotone(null + noise)[:, j0] - q, [0.025, 0.975])
+                        hits["truth I"][i] += e_i[0] <= boot.observed[j0] - q <= e_i[1]
             rows.append(
                 [
                     shape,
@@ -261,7 +301,7 @@ def diagnosis_table(
                     *(_covered(int(h), total) for h in hits["oracle"]),
                     *(
                         " ".join(f"{h / total:.3f}" for h in hits[key])
-                        for key in ("truth G", "truth oracle", "level")
+                        for key in ("truth G", "truth oracle", "truth I", "level")
                     ),
                     " / ".join(
                         " ".join(f"{v / total:.3f}" for v in width[key])
@@ -278,6 +318,7 @@ def diagnosis_table(
             *(f"p{q * 100:g} oracle population [95% CI]" for q in QUANTILES),
             "test at the truth, G's band p50 p90 p99",
             "test at the truth, oracle band",
+            "test at the truth, I-projection null",
             "level pivot p50 p90 p99",
             "mean width served / oracle / level",
         ],
