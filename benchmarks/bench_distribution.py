@@ -6,7 +6,9 @@ tables, or any of ``--accuracy``, ``--coverage``, ``--cost``; for the coverage,
 ``--shapes beta,bimodal --eps 0.5,1,2,4 --populations P --trials T --first F``
 choose the cells and the populations F..F+P-1, so that cells run as separate
 processes, and ``--hull`` measures the z-test hull and range shares alone, with
-no bootstrap); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
+no bootstrap; ``--diagnose`` measures instead why a quantile interval
+under-covers: the oracle bootstrap population, the test at the truth, the level
+pivot); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
 ``--smoothing [--eps 0.5,1 --surveys 20]`` for EMS weights 1/128..1/32 at low
 eps on those shapes.  ``--accuracy --paired``
 adds each row's paired difference to the best OUE and a one-sided test;
@@ -444,9 +446,14 @@ def main() -> None:
             )
         )
         first = int(_option("--first", "0"))
-        print(
-            coverage_table(populations, trials, shapes, epsilons, first, "--hull" not in sys.argv)
-        )
+        if "--diagnose" in sys.argv:
+            print(more.diagnosis_table(populations, trials, shapes, epsilons, first))
+        else:
+            print(
+                coverage_table(
+                    populations, trials, shapes, epsilons, first, "--hull" not in sys.argv
+                )
+            )
         print()
     if "--cost" in parts:
         print(header("Cost of one served distribution estimate"))

@@ -2,7 +2,8 @@
 ``--cost``, ``--sweep``, ``--smoothing``): the served estimate's CPU time, and W1 by
 EMS smoothing weight and by tree (B, h) on shapes and seeds apart from the table's,
 where ``SMOOTHING``, ``LOW_EPSILON_SMOOTHING`` and the hierarchy's
-``BRANCHING``/``DEPTH`` come from."""
+``BRANCHING``/``DEPTH`` come from; and ``--coverage --diagnose``, why a quantile
+interval under-covers (``diagnosis_table``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,23 @@ from collections.abc import Callable
 
 import numpy as np
 
-from aggregator.distribution import DistributionEstimate, GridChannel, estimate_distribution
-from aggregator.shape import wasserstein1
+from aggregator.distribution import (
+    DistributionEstimate,
+    GridChannel,
+    estimate_distribution,
+    search_weights,
+)
+from aggregator.quantiles import (
+    DEFAULT_REPLICATES,
+    Bootstrap,
+    bootstrap_cdf,
+    fixed_population,
+    monotone,
+    population_tallies,
+    read_quantiles,
+    tally_seed,
+)
+from aggregator.shape import ems, smoothing_for, wasserstein1
 from benchmarks._table import median_seconds, table
 from benchmarks.bench_distribution import (
     EPSILONS,
@@ -20,11 +36,14 @@ from benchmarks.bench_distribution import (
     QUANTILES,
     SWEEP_SHAPES,
     N,
+    _covered,
+    _unshaped,
     build,
     draw,
     oue_cdf,
     served_cdf,
 )
+from ldp_core._rng import WORD
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
 from ldp_core.mechanisms.square_wave import SquareWave
 
@@ -160,6 +179,148 @@ def cost_table() -> str:
             "of which the shape",
             "3 quantile intervals (B = 1,000)",
             "wall (loaded machine)",
+        ],
+        rows,
+    )
+
+
+def rounded_law(values: np.ndarray, k: int) -> np.ndarray:
+    """The exact law of the randomly rounded values on the k + 1 grid points of [0, 1]
+    (``ldp_core.mechanisms._grid.round_inputs``: up with probability ceil(frac W) / W)."""
+    s = values * k
+    j = np.minimum(np.floor(s), k).astype(np.int64)
+    up = np.where(j < k, np.ceil((s - j) * WORD) / WORD, 0.0)
+    law = np.bincount(j, weights=1 - up, minlength=k + 1)
+    law += np.bincount(np.minimum(j + 1, k), weights=up, minlength=k + 1)
+    out: np.ndarray = law / len(values)
+    return out
+
+
+def _channel_noise(m: GridChannel, masses: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(R, P): the served bootstrap's replicates of the unbiased CDF before the monotone
+    step, less their population's own CDF (the same draws as ``bootstrap_cdf``)."""
+    _, w, _ = search_weights(m)
+    people = fixed_population(masses, N)
+    gen = np.random.default_rng(tally_seed(counts))
+    tallies = population_tallies(m.transition(), people, DEFAULT_REPLICATES, gen)
+    own = ((people / N) @ m.transition()) @ w
+    out: np.ndarray = tallies / N @ w - own
+    return out
+
+
+def _projected(own: np.ndarray, j: int, q: float) -> np.ndarray:
+    """The CDF nearest ``own`` in KL whose value at point j is q: the mass below scaled
+    to q, the mass above to 1 - q (the I-projection of the population onto the null)."""
+    a = float(own[j])
+    below = own * (q / a) if a > 0 else np.full_like(own, q)
+    above = 1 - (1 - own) * ((1 - q) / (1 - a)) if a < 1 else np.full_like(own, q)
+    out: np.ndarray = np.where(np.arange(len(own)) <= j, below, above)
+    return out
+
+
+def diagnosis_table(
+    populations: int,
+    trials: int,
+    shapes: tuple[str, ...],
+    epsilons: tuple[float, ...],
+    first: int = 0,
+) -> str:
+    """Why a quantile interval under-covers (issue 15), on the coverage table's tallies
+    (the same seeds: populations first, first + 1, ...).  Per tally: the served interval
+    (bootstrap population G = the EMS shape); the same inversion with the **oracle**
+    population (the true values' own rounded law, 2,000 replicates per population),
+    which isolates G's mismatch from the pivot's; the test at the truth alone (F_hat(x0)
+    - q inside the band at x0, with G's band and with the oracle's); and the **level**
+    pivot, the CDF error taken where G's own CDF reaches q (the null population G
+    shifted so that its q-quantile is x; the interval is then from where F_hat reaches
+    q + e_lo to where it reaches q + e_hi); and the test at the truth with the
+    **I-projection null** (``_projected``: G reweighted so that its CDF at x is q)
+    carrying the replicates' own channel noise (``_channel_noise``), so no tally is
+    redrawn.  Not served: docs/numeric.md."""
+    rows = []
+    for shape in shapes:
+        for eps in epsilons:
+            m = build("square_wave", eps)
+            x, w, _ = search_weights(m)
+            keys = ("served", "oracle", "level", "truth G", "truth oracle", "truth I")
+            hits = {key: np.zeros(len(QUANTILES)) for key in keys}
+            width = {key: np.zeros(len(QUANTILES)) for key in keys[:3]}
+            total = 0
+            for p in range(first, first + populations):
+                values = draw(shape, N, 50_000 + p)
+                truth = np.quantile(values, QUANTILES)
+                counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
+                masses = ems(m.transition(), counts, smoothing=smoothing_for(eps))[0]
+                oracle = bootstrap_cdf(
+                    m.transition(),
+                    w,
+                    x,
+                    rounded_law(values, m.k),
+                    N,
+                    Bootstrap(2000, seed=p),
+                    counts[0],
+                )
+                o_band = np.quantile(oracle.replicate - oracle.own, [0.025, 0.975], axis=0)
+                for row in range(trials):
+                    total += 1
+                    d = _unshaped(m, counts[row] / N, masses[row])
+                    boot = d.bootstrap_cdf()
+                    noise = _channel_noise(m, masses[row], counts[row])
+                    served = d.intervals_from(boot, QUANTILES)
+                    g_band = np.quantile(boot.replicate - boot.own, [0.025, 0.975], axis=0)
+                    by_oracle = read_quantiles(x, boot.observed - o_band, QUANTILES)
+                    for i, q in enumerate(QUANTILES):
+                        t = truth[i]
+                        # the level pivot: G's error where its own CDF reaches q
+                        j = min(int(np.searchsorted(boot.own, q)), len(x) - 1)
+                        e = np.quantile(boot.replicate[:, j] - boot.own[j], [0.025, 0.975])
+                        by_level = read_quantiles(x, boot.observed[None, :], (q + e[0], q + e[1]))
+                        ends = {
+                            "served": (served[i].ci_low, served[i].ci_high),
+                            "oracle": (by_oracle[0, i], by_oracle[1, i]),
+                            "level": (by_level[0, 0], by_level[0, 1]),
+                        }
+                        for key, (low, high) in ends.items():
+                            hits[key][i] += low <= t <= high
+                            width[key][i] += high - low
+                        at = float(np.interp(t, x, boot.observed)) - q
+                        for key, band in (("truth G", g_band), ("truth oracle", o_band)):
+                            lo, hi = np.interp(t, x, band[0]), np.interp(t, x, band[1])
+                            hits[key][i] += lo <= at <= hi
+                        # the I-projection null at the search point j0 next above the truth
+                        j0 = min(int(np.searchsorted(x, t)), len(x) - 2)
+                        null = _projected(boot.own, j0, q)
+                        e_i = np.quantile(monotone(null + noise)[:, j0] - q, [0.025, 0.975])
+                        hits["truth I"][i] += e_i[0] <= boot.observed[j0] - q <= e_i[1]
+            rows.append(
+                [
+                    shape,
+                    f"{eps:g}",
+                    str(total),
+                    *(_covered(int(h), total) for h in hits["served"]),
+                    *(_covered(int(h), total) for h in hits["oracle"]),
+                    *(
+                        " ".join(f"{h / total:.3f}" for h in hits[key])
+                        for key in ("truth G", "truth oracle", "truth I", "level")
+                    ),
+                    " / ".join(
+                        " ".join(f"{v / total:.3f}" for v in width[key])
+                        for key in ("served", "oracle", "level")
+                    ),
+                ]
+            )
+    return table(
+        [
+            "data",
+            "eps",
+            "tallies",
+            *(f"p{q * 100:g} served [95% CI]" for q in QUANTILES),
+            *(f"p{q * 100:g} oracle population [95% CI]" for q in QUANTILES),
+            "test at the truth, G's band p50 p90 p99",
+            "test at the truth, oracle band",
+            "test at the truth, I-projection null",
+            "level pivot p50 p90 p99",
+            "mean width served / oracle / level",
         ],
         rows,
     )
