@@ -143,7 +143,9 @@ def _rows() -> list[str]:
     rows = ["| variable | read by | default | meaning |", "| --- | --- | --- | --- |"]
     for name in ordered:
         cls = owner[name]
-        description = (cls.model_fields[name].description or "").replace("|", "\\|")
+        # A docstring wrapped over lines is one table cell.
+        description = " ".join((cls.model_fields[name].description or "").split())
+        description = description.replace("|", "\\|")
         rows.append(f"| `LDP_{name.upper()}` | {', '.join(readers[name])} | "
                     f"{_default(cls, name)} | {description} |")
     return rows

@@ -154,7 +154,9 @@ class ServerSettings(BaseSettings):
     data_dir: str | None = None
     """Data folder of `ldp up` (keys, embedded Redis, logs); accepted and unused by the services."""
     redis_timeout_seconds: float = Field(default=2.0, gt=0)
-    """Seconds a Redis call may take before the request answers 503."""
+    """Seconds a Redis call may wait (a write, or its reply) before the request answers
+    503; a watchdog looks every half of it, so a stuck call fails after 1 to 1.5 times
+    this (docs/performance.md)."""
     cors_origins: str = ""
     """Comma-separated origins whose pages may call the API; empty sends no CORS header."""
     metrics_key: SecretStr | None = None
