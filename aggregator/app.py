@@ -30,7 +30,7 @@ from ldp_core.version import package_version
 from ldp_server.docs_page import docs_html
 from ldp_server.headers import PAGE_HEADERS, install_security_headers
 from ldp_server.problems import Problem, install_handlers
-from ldp_server.redis_client import install_store_handlers
+from ldp_server.redis_client import install_store_handlers, raised_at
 from ldp_server.settings import load_or_exit
 from ldp_server.telemetry import (
     CONTENT_TYPE,
@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.warning("redis unavailable: %s", type(exc).__name__)
 
     def on_unexpected(_: Request, exc: Exception) -> None:
-        log.error("unexpected error: %s", type(exc).__name__)
+        log.error("unexpected error: %s at %s", type(exc).__name__, raised_at(exc))
 
     install_store_handlers(app, on_redis_error, on_unexpected)
 

@@ -67,7 +67,7 @@ from collector.tokens import TokenService, V1Cutoff, cutoff_settled, load_token_
 from ldp_server.headers import API_HEADERS, install_security_headers
 from ldp_server.keys import KeyRing
 from ldp_server.problems import Problem, install_handlers, problem_response
-from ldp_server.redis_client import install_store_handlers
+from ldp_server.redis_client import install_store_handlers, raised_at
 from ldp_server.settings import load_or_exit
 from ldp_server.telemetry import TELEMETRY_OFF
 
@@ -165,7 +165,8 @@ def _install_errors(app: FastAPI, runtime: Runtime) -> None:
             runtime.telemetry.record_error("store_unavailable")
 
     def on_unexpected(request: Request, exc: Exception) -> None:
-        log_event(runtime.log, "internal_error", logging.ERROR, error=type(exc).__name__)
+        log_event(runtime.log, "internal_error", logging.ERROR, error=type(exc).__name__,
+                  at=raised_at(exc))
 
     app.add_exception_handler(Problem, on_problem)
     install_store_handlers(app, on_down, on_unexpected)

@@ -11,6 +11,13 @@ answers every Redis failure with the one 503 of the vocabulary
 'Redis'
 >>> raised_in_redis_client(ValueError("not from redis-py"))
 False
+>>> try:
+...     {}["missing"]
+... except KeyError as exc:
+...     raised_at(exc).rpartition(":")[2]     # the line of the failed lookup
+'2'
+>>> raised_at(KeyError("never raised"))
+'-'
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ __all__ = [
     "WatchedConnection",
     "install_store_handlers",
     "make_client",
+    "raised_at",
     "raised_in_redis_client",
 ]
 
@@ -183,6 +191,13 @@ def raised_in_redis_client(exc: BaseException) -> bool:
     """True if the innermost frame of the exception's traceback is redis-py code."""
     frames = traceback.extract_tb(exc.__traceback__)
     return bool(frames) and str(Path(frames[-1].filename).resolve()).startswith(_REDIS_PACKAGE)
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where the exception was raised, ``file.py:line`` of its innermost frame: what an
+    operator needs beside its type to find a 500's cause (code, never a value)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "-"
 
 
 def install_store_handlers(

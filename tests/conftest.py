@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ldp_server.redis_server import RedisServer
-from tests.support.servers import RedisClusterProcesses, ServiceProcess, start_collector
+from tests.support.servers import RedisClusterProcesses, ServiceProcess, flushed_collector
 from tests.support.tokens import TEST_TOKEN_KEY
 
 # Every collector of the suite (in process or not) signs and checks report tokens
@@ -54,15 +54,8 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
 def collector_service(redis_server: RedisServer, tmp_path: Path) -> Iterator[ServiceProcess]:
     """The collector as a uvicorn subprocess on a free 127.0.0.1 port, over a flushed
     session Redis; keys are tests.support.servers.ADMIN_KEY / INGEST_KEY / ANALYST_KEY."""
-    import redis
-
-    with redis.Redis(port=redis_server.port) as client:
-        client.flushall()
-    service = start_collector(redis_server.url, log_dir=tmp_path / "collector")
-    try:
+    with flushed_collector(redis_server, log_dir=tmp_path / "collector") as service:
         yield service
-    finally:
-        service.stop()
 
 
 @pytest.fixture()

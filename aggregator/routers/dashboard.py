@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from aggregator.auth import SESSION_COOKIE
 from aggregator.dates import BadDate, window_epochs
@@ -195,7 +196,8 @@ async def dashboard(
         + "".join(notice(p, "problem") for p in problems)
         + metric_index(bodies, q)
     )
-    page = metrics_page(shown, controls=controls, extras=extras)
+    # Up to MAX_METRICS charts of up to a domain's bars each: CPU work, off the event loop.
+    page = await run_in_threadpool(metrics_page, shown, controls=controls, extras=extras)
     return HTMLResponse(page, headers=_NO_STORE)
 
 

@@ -24,7 +24,14 @@ from ldp_core.metric import MetricSpec
 from ldp_core.wire import Envelope, encode_batch
 from ldp_server.redis_server import RedisServer
 from tests.support.reports import SPECS, envelope, today
-from tests.support.servers import ADMIN_KEY, INGEST_KEY, ServiceProcess, auth, start_collector
+from tests.support.servers import (
+    ADMIN_KEY,
+    INGEST_KEY,
+    ServiceProcess,
+    auth,
+    flushed_collector,
+    start_collector,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -150,13 +157,8 @@ NO_RATE_LIMIT = {"LDP_RATE_LIMIT_PER_SECOND": "0"}
 @pytest.fixture()
 def collector(redis_server: RedisServer, tmp_path: Path) -> Iterator[ServiceProcess]:
     """The collector as a uvicorn subprocess over the flushed session Redis."""
-    with redis.Redis.from_url(redis_server.url) as client:
-        client.flushall()
-    service = start_collector(redis_server.url, log_dir=tmp_path, extra_env=NO_RATE_LIMIT)
-    try:
+    with flushed_collector(redis_server, log_dir=tmp_path, extra_env=NO_RATE_LIMIT) as service:
         yield service
-    finally:
-        service.stop()
 
 
 async def post(client: httpx.AsyncClient, envs: list[Envelope]) -> httpx.Response:
@@ -246,7 +248,10 @@ async def test_redis_lost_under_a_group_fails_every_request_and_counts_none(
             await asyncio.sleep(0.3)
             fresh_redis.kill()  # the held write never ran; the group behind it cannot
             answers = [await t for t in (held, *queued)]
-            assert [a.status_code for a in answers] == [503] * 6, [a.text for a in answers]
+            # On a failure, the collector's own log says which exception gave a 500.
+            assert [a.status_code for a in answers] == [503] * 6, (
+                [a.text for a in answers], service.tail(40)
+            )
             assert {a.json()["code"] for a in answers} == {"store_unavailable"}
             fresh_redis.restart()
             again = await asyncio.gather(*(post(client, [e]) for e in envs))

@@ -31,7 +31,7 @@ from tests.support.servers import (
     RedisClusterProcesses,
     ServiceProcess,
     auth,
-    start_collector,
+    flushed_collector,
 )
 
 pytestmark = pytest.mark.anyio
@@ -130,13 +130,8 @@ LIMITED = {"LDP_RATE_LIMIT_PER_SECOND": str(SLOW), "LDP_RATE_LIMIT_BURST": str(B
 @pytest.fixture()
 def collector(redis_server: RedisServer, tmp_path: Path) -> Iterator[ServiceProcess]:
     """The collector with the limiter on, a uvicorn subprocess over the flushed Redis."""
-    with redis.Redis.from_url(redis_server.url) as client:
-        client.flushall()
-    service = start_collector(redis_server.url, log_dir=tmp_path, extra_env=LIMITED)
-    try:
+    with flushed_collector(redis_server, log_dir=tmp_path, extra_env=LIMITED) as service:
         yield service
-    finally:
-        service.stop()
 
 
 async def post(client: httpx.AsyncClient, envs: list[Envelope]) -> httpx.Response:

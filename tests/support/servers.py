@@ -26,7 +26,8 @@ A Redis Cluster of three masters (no replicas), built with redis-py alone:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ __all__ = [
     "ServiceProcess",
     "auth",
     "collector_env",
+    "flushed_collector",
     "free_cluster_port",
     "start_collector",
     "start_uvicorn",
@@ -118,6 +120,22 @@ def start_collector(
     """The collector (``collector.app:create_app``) over real HTTP, keys as above."""
     env = collector_env(redis_url, cluster_nodes=cluster_nodes, extra=extra_env)
     return start_uvicorn("collector.app:create_app", env, log_dir=log_dir, port=port)
+
+
+@contextmanager
+def flushed_collector(
+    redis_server: RedisServer, *, log_dir: Path, extra_env: Mapping[str, str] | None = None
+) -> Iterator[ServiceProcess]:
+    """``start_collector`` over the session Redis emptied first (FLUSHALL), stopped after."""
+    import redis
+
+    with redis.Redis(port=redis_server.port) as client:
+        client.flushall()
+    service = start_collector(redis_server.url, log_dir=log_dir, extra_env=extra_env)
+    try:
+        yield service
+    finally:
+        service.stop()
 
 
 def free_cluster_port() -> int:
