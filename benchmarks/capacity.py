@@ -13,7 +13,9 @@ shard) slot of the batch) or one write of the read index (one per metric of
 the batch, cluster mode); ``v`` (OpenSSL RSASSA-PSS, 2048 bits) is timed
 alone; ``h`` is what a token costs when a worker's cache of verified tokens
 already holds it (a relay's batches carry each device's token once per metric),
-fitted with the others from a calibration fleet whose tokens repeat.  Memory:
+timed alone too (``Verifier.check_all`` over a batch of cached tokens: fitted
+with the others it came out negative, -4.4 us, below what small fleets
+resolve).  Memory:
 the per-report state of a slot holding n reports is
 ``bucket_bytes * B * (1 - exp(-n / B)) + rest_bytes * n`` (B = 65,536 buckets),
 fitted from ``MEMORY USAGE`` of slots filled to several depths, which also
@@ -45,7 +47,7 @@ import numpy as np
 
 from benchmarks._table import table
 from benchmarks.bench_cluster_sim import Run
-from benchmarks.unit_costs import Slot, estimate_ms, sign_ms, slot_profile, verify_us
+from benchmarks.unit_costs import Slot, estimate_ms, hit_us, sign_ms, slot_profile, verify_us
 
 __all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict", "refit"]
 
@@ -105,29 +107,30 @@ def predict(costs: Costs, reports: float, commands: float, tokens: float,
             (p + q * reports + r * commands) / reports)
 
 
-def _fit(runs: Sequence[Run], y: Callable[[Run], float],
-         hits: bool = False) -> tuple[float, ...]:
-    """Least squares of ``y`` (per request) on (1, reports, commands[, cache hits]),
-    each run weighted by 1 / its value: the relative errors are what is minimised."""
+def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, float]:
+    """Least squares of ``y`` (per request) on (1, reports, commands), each run
+    weighted by 1 / its value: the relative errors are what is minimised."""
     ys = np.array([y(r) for r in runs])
-    x = np.array([[1.0, r.reports / r.requests, _commands(r),
-                   *([r.hits / r.requests] if hits else [])] for r in runs]) / ys[:, None]
-    coef = np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0]
-    return tuple(float(k) for k in coef)
+    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs]) / ys[:, None]
+    a, b, c = np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0]
+    return float(a), float(b), float(c)
+
+
+def _collector_fit(runs: Sequence[Run], v: float, h: float) -> tuple[float, float, float]:
+    """a, b, c: collector CPU per request less the token checks (``v`` each) and the
+    cache answers (``h`` each), both timed alone."""
+    return _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
+                - (v * r.checks + h * r.hits) / r.requests)
 
 
 def refit(costs: Costs, runs: Sequence[Run], hits: bool) -> Costs:
-    """``costs`` with a, b, c (and h if ``hits``, else h = 0) and p, q, r fitted to
-    ``runs``: e.g. the model as it was before the repeated-token fleet, for the record.
-
-    A 2048-bit check (``v``) is what every run's checks cost; the rest is fitted.
-    """
-    v = costs.verify_us
-    coef = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
-                - v * r.checks / r.requests, hits)
+    """``costs`` with a, b, c and p, q, r fitted to ``runs``; without ``hits`` the
+    cache answers cost nothing apart (h = 0): the model as it was before h, for the
+    record.  ``v`` and ``h`` stay as timed."""
+    h = costs.hit_us if hits else 0.0
     red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
-    return replace(costs, collector=(coef[0], coef[1], coef[2]),
-                   hit_us=coef[3] if hits else 0.0, redis=(red[0], red[1], red[2]))
+    return replace(costs, collector=_collector_fit(runs, costs.verify_us, h), hit_us=h,
+                   redis=red)
 
 
 def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048) -> Costs:
@@ -139,12 +142,9 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
             run(100, 30, epochs[2], seed=2), run(1, 10_000, epochs[3], batch=1000, seed=3),
             run(20, 500, epochs[5], batch=1000, seed=4))
-    v = verify_us(key_bits)
-    coef = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
-                - v * r.checks / r.requests, hits=True)
-    collector = (coef[0], coef[1], coef[2])
-    red3 = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
-    red = (red3[0], red3[1], red3[2])
+    v, h = verify_us(key_bits), hit_us(key_bits)
+    collector = _collector_fit(runs, v, h)
+    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
     device = [r for r in runs if r.batch == 0]
     x = np.array([[1.0, r.reports / r.requests] for r in device])
     up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
@@ -159,7 +159,7 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     return Costs(collector, v, red, (float(up[0]), float(up[1])),
                  (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
                  estimate_ms(), tuple(slots), runs, key_bits,
-                 v if key_bits == 2048 else verify_us(2048), coef[3])
+                 v if key_bits == 2048 else verify_us(2048), h)
 
 
 def state_bytes(costs: Costs, n_slot: float) -> float:

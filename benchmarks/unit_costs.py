@@ -1,6 +1,8 @@
 """Costs the capacity model times alone, outside the simulated fleets.
 
 - ``verify_us``: one token check (OpenSSL RSASSA-PSS, no cache), CPU time;
+- ``hit_us``: one token answered by the verifier's cache (``Verifier.check_all``
+  over a relay batch of distinct, already verified tokens), CPU time;
 - ``sign_ms``: one blind signature of the issuer (``TokenKey.blind_sign``);
 - ``estimate_ms``: one estimate with intervals (``aggregator.estimate``);
 - ``slot_profile``: one per-report state hash filled to several depths (rests
@@ -8,7 +10,7 @@
   and the Redis CPU and append-only bytes of a one-report ingest script call.
 
 Run one alone: ``.venv/bin/python -m benchmarks.unit_costs sign_ms`` (or
-``verify_us``, ``estimate_ms``); ``benchmarks/capacity.py`` runs them all.
+``verify_us``, ``hit_us``, ``estimate_ms``); ``benchmarks/capacity.py`` runs them all.
 
 >>> DEPTHS[0], DEPTHS[-1] * 65_536
 (1, 249036800)
@@ -30,7 +32,7 @@ from collector.store.schema import INGEST_LUA
 from collector.token_crypto import TokenKey, Verifier
 from ldp_server.redis_server import RedisServer
 
-__all__ = ["DEPTHS", "Slot", "estimate_ms", "sign_ms", "slot_profile", "verify_us"]
+__all__ = ["DEPTHS", "Slot", "estimate_ms", "hit_us", "sign_ms", "slot_profile", "verify_us"]
 
 DEPTHS = (1, 8, 38, 380, 3800)  # spent tokens per bucket: n per slot = depth * 65,536
 
@@ -60,6 +62,31 @@ def verify_us(bits: int = 2048, count: int = 300) -> float:
         assert all(verifier.check(t, units) for t in tokens)
         rounds.append((time.process_time() - start) / count)
     return 1e6 * statistics.median(rounds)
+
+
+def hit_us(bits: int = 2048, count: int = 1000, rounds: int = 20) -> float:
+    """CPU us per token answered by the verifier's cache: ``check_all`` over a batch
+    of ``count`` distinct tokens it verified before (a relay's batch of one metric,
+    each device's token back from its batch of another metric), median of 3 rounds
+    of ``rounds`` batches."""
+    from benchmarks.fleet import mint_tokens
+    from ldp_core.tokens import unit_digest
+
+    key = TokenKey.generate(bits)
+    units = (unit_digest("day", 1),)
+    tokens = mint_tokens(key.to_pem(), [("day", 1)] * count, processes=1)
+    verifier = Verifier([key.public])
+    batch = [(t, units) for t in tokens]
+    assert all(verifier.check_all(batch))
+    checked = verifier.verifications
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(rounds):
+            verifier.check_all(batch)
+        times.append((time.process_time() - start) / (rounds * count))
+    assert verifier.verifications == checked  # every answer came from the cache
+    return 1e6 * statistics.median(times)
 
 
 def sign_ms(count: int = 200) -> float:
@@ -135,6 +162,7 @@ def _aof(client: redis.Redis) -> int:
 if __name__ == "__main__":
     import sys
 
-    costs = {"sign_ms": sign_ms, "verify_us": verify_us, "estimate_ms": estimate_ms}
+    costs = {"sign_ms": sign_ms, "verify_us": verify_us, "hit_us": hit_us,
+             "estimate_ms": estimate_ms}
     for name in sys.argv[1:] or list(costs):
         print(f"{name} = {costs[name]():.4g}; load average {os.getloadavg()[0]:.2f}")

@@ -200,9 +200,9 @@ def _fleet_run(metrics: int, devices: int, batch: int, cpu: object) -> object:
 
 
 def test_capacity_fit_recovers_the_cost_of_a_cached_token() -> None:
-    """Fleets whose collector CPU follows the model exactly, with h = 5 us per cache hit:
-    the fit with the repeated-token fleet recovers a, b, c and h; without h (the model
-    before) the relay fleet whose tokens repeat is under-predicted."""
+    """Fleets whose collector CPU follows the model exactly, with h = 5 us per cache hit
+    (h timed alone, as ``unit_costs.hit_us`` does): the fit recovers a, b, c; without h
+    (the model before) the relay fleet whose tokens repeat is under-predicted."""
     from dataclasses import replace
 
     from benchmarks import capacity
@@ -214,11 +214,11 @@ def test_capacity_fit_recovers_the_cost_of_a_cached_token() -> None:
 
     shapes = ((1, 1000, 0), (20, 100, 0), (100, 30, 0), (1, 10_000, 1000), (20, 500, 1000))
     runs = [_fleet_run(m, d, batch, cpu) for m, d, batch in shapes]
-    costs = replace(_capacity_costs(), runs=tuple(runs))
+    costs = replace(_capacity_costs(), runs=tuple(runs), verify_us=v, hit_us=h)
     assert isinstance(costs, capacity.Costs)
     fitted = capacity.refit(costs, costs.runs, hits=True)
     assert fitted.collector == pytest.approx((a, b, c), rel=1e-6)
-    assert fitted.hit_us == pytest.approx(h, rel=1e-6)
+    assert fitted.hit_us == h
     relay = _fleet_run(200, 500, 1000, cpu)
     assert relay.hits == 200 * 500 - relay.checks > 0  # type: ignore[attr-defined]
     before = capacity.refit(costs, costs.runs[:4], hits=False)
@@ -266,3 +266,11 @@ def test_cluster_sim_counts_a_tiny_fleet_exactly_once(tmp_path: Path) -> None:
     for run in (device, relay):
         assert run.collector_cpu > 0 and run.state_bytes > 0 and run.tally_bytes > 0
         assert run.bytes_sent > 0 and run.tokens == 20
+
+
+def test_hit_us_times_answers_from_the_cache_alone() -> None:
+    """``hit_us`` asserts that no timed check reached RSA; a cache answer is a hash and a
+    look-up, so cheaper than the RSA check ``verify_us`` times with the same key."""
+    from benchmarks.unit_costs import hit_us, verify_us
+
+    assert 0 < hit_us(count=20, rounds=5) < verify_us(count=20)
