@@ -144,7 +144,7 @@ export class DrbgRng implements Rng {
   }
 
   /** X on k >= 1 bits from one generate call: the little-endian bytes, top bits kept. */
-  private bits(k: number): bigint {
+  #bits(k: number): bigint {
     const nbytes = (k + 7) >> 3;
     const raw = this.drbg.generate(nbytes);
     let x = 0n;
@@ -154,7 +154,7 @@ export class DrbgRng implements Rng {
 
   getrandbits(k: number): number {
     checkBits(k);
-    return k ? Number(this.bits(k)) : 0;
+    return k ? Number(this.#bits(k)) : 0;
   }
 
   /**
@@ -170,7 +170,7 @@ export class DrbgRng implements Rng {
   /** ``randrange`` for any n (the Piecewise draw over D up to 2**62 and beyond). */
   below(n: bigint): bigint {
     const k = n.toString(2).length + 64;
-    return (this.bits(k) * n) >> BigInt(k);
+    return (this.#bits(k) * n) >> BigInt(k);
   }
 
   words(count: number): Uint32Array {

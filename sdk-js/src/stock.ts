@@ -102,19 +102,30 @@ export class TokenStock {
   /** The last ``ready`` got at least one token (the Client's backoff resets). */
   progress = false;
 
+  readonly #store: Store;
+  readonly #http: Http;
+  readonly #install: () => string;
+  readonly #ahead: boolean;
+  readonly #firstEpoch: (period: string) => number | null;
+  readonly #allow: (keyId: string) => boolean;
+  readonly #periodOf: (metric: string) => string | null;
+
   constructor(
-    private readonly store: Store,
-    private readonly http: Http,
-    private readonly install: () => string,
+    store: Store,
+    http: Http,
+    install: () => string,
     /** Also ask for the next epoch of each period. */
-    private readonly ahead = true,
+    ahead = true,
     /** The first epoch a new report of ``period`` can have (older stock is dead). */
-    private readonly firstEpoch: (period: string) => number | null = () => null,
+    firstEpoch: (period: string) => number | null = () => null,
     /** Whether the issuer key with this id (hex) may be used (pinned, or no pin). */
-    private readonly allow: (keyId: string) => boolean = () => true,
+    allow: (keyId: string) => boolean = () => true,
     /** The period of a row spooled without one (an older SDK): its metric's, or null. */
-    private readonly periodOf: (metric: string) => string | null = () => null,
-  ) {}
+    periodOf: (metric: string) => string | null = () => null,
+  ) {
+    this.#store = store; this.#http = http; this.#install = install; this.#ahead = ahead;
+    this.#firstEpoch = firstEpoch; this.#allow = allow; this.#periodOf = periodOf;
+  }
 
   /** Stock tokens onto ``waiting`` rows (token ""), fetching missing ones; rows to drop by code. */
   async ready(waiting: Row[]): Promise<Map<string, Row[]>> {
@@ -145,7 +156,7 @@ export class TokenStock {
   }
 
   #period(row: Row): string | null {
-    return row.period ?? this.periodOf(row.metric);
+    return row.period ?? this.#periodOf(row.metric);
   }
 
   /** Copy stock tokens into waiting rows (one per metric version; a second goes to
@@ -177,10 +188,10 @@ export class TokenStock {
       moves.push(row);
     }
     const dead = [...this.entries.values()].filter((t) => !needed.has(entryKey(t))
-      && t.epoch < (this.firstEpoch(t.period) ?? -Infinity));
+      && t.epoch < (this.#firstEpoch(t.period) ?? -Infinity));
     if (moves.length || dead.length) {
       try {
-        await this.store.assign(moves, dead.map(entryKey), [...changed.values()]);
+        await this.#store.assign(moves, dead.map(entryKey), [...changed.values()]);
       } catch (e) {
         // Not stored: the rows wait again, so that the token's uses stay what is recorded
         // (else a row would be sent with a token the stock still gives to another report).
@@ -195,10 +206,10 @@ export class TokenStock {
 
   async #publicKey(): Promise<PublicKey> {
     if (!this.#key) {
-      const a = await this.http("GET", "/v1/tokens/key");
+      const a = await this.#http("GET", "/v1/tokens/key");
       check(a, "GET /v1/tokens/key");
       const key = keyFromJson(JSON.parse(a.body)), id = toHex(key.keyId);
-      if (!this.allow(id)) throw new TokenError("unpinned");
+      if (!this.#allow(id)) throw new TokenError("unpinned");
       this.#key = key;
     }
     return this.#key;
@@ -209,7 +220,7 @@ export class TokenStock {
     const asked = new Map<string, TokenEntry>();   // unit -> entry asked before (answer lost)
     for (const [u, t] of this.entries) if (t.token === null) asked.set(u, t);
     const wanted = new Map(missing);
-    if (this.ahead) {
+    if (this.#ahead) {
       const latest = new Map<string, number>();
       for (const [p, e] of missing.values()) latest.set(p, Math.max(e, latest.get(p) ?? e));
       for (const [p, e] of latest) {
@@ -227,7 +238,7 @@ export class TokenStock {
       fresh.push(t);
     }
     if (fresh.length) {   // kept before asking: a lost answer is asked again, same blinded message
-      await this.store.saveTokens(fresh, []);
+      await this.#store.saveTokens(fresh, []);
       for (const t of fresh) this.entries.set(entryKey(t), t);
     }
     const drop = new Map<string, Row[]>();
@@ -242,7 +253,7 @@ export class TokenStock {
   async #ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
     drop: Map<string, Row[]>): Promise<void> {
     const body = JSON.stringify({ units: chunk.map((t) => ({ period: t.period, epoch: t.epoch, blinded: t.blinded })) });
-    const a = await this.http("POST", "/v1/tokens", body, { "LDP-Install-Key": this.install() });
+    const a = await this.#http("POST", "/v1/tokens", body, { "LDP-Install-Key": this.#install() });
     check(a, "POST /v1/tokens");
     const results = (JSON.parse(a.body) as { results?: unknown }).results;
     if (!Array.isArray(results) || results.length !== chunk.length) throw new TokenError("POST /v1/tokens answered another number of results");
@@ -262,7 +273,7 @@ export class TokenStock {
       }
     });
     if (put.length || del.length) {
-      await this.store.saveTokens(put, del);
+      await this.#store.saveTokens(put, del);
       for (const t of put) this.entries.set(entryKey(t), t);
       for (const k of del) this.entries.delete(k);
       if (put.length) this.progress = true;

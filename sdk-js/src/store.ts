@@ -62,11 +62,11 @@ export interface Store {
 }
 
 export class MemoryStore implements Store {
-  private secret: Uint8Array | null = null;
+  #secret: Uint8Array | null = null;
 
   async open(newSecret: () => Uint8Array): Promise<Loaded> {
-    this.secret ??= newSecret();
-    return { secret: this.secret, optedOut: false, tokens: [], ledger: null, charges: [], rows: [], catalog: null };
+    this.#secret ??= newSecret();
+    return { secret: this.#secret, optedOut: false, tokens: [], ledger: null, charges: [], rows: [], catalog: null };
   }
 
   commit(): void {}
@@ -82,10 +82,10 @@ export class MemoryStore implements Store {
   saveCatalog(): void {}
 
   optOut(): void {
-    this.secret = null;
+    this.#secret = null;
   }
 
   optIn(secret: Uint8Array): void {
-    this.secret = secret;
+    this.#secret = secret;
   }
 }

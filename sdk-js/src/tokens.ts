@@ -130,23 +130,17 @@ export function emsaPssEncode(msg: Uint8Array, emBits: number, salt: Uint8Array)
   return em;
 }
 
-/** EMSA-PSS-VERIFY (RFC 8017 §9.1.2), SHA-384, 48-byte salt; true if consistent. */
+/**
+ * EMSA-PSS-VERIFY (RFC 8017 §9.1.2), SHA-384, 48-byte salt; true if consistent.  Every check
+ * of §9.1.2 at once: ``em`` must be, byte for byte, EMSA-PSS-ENCODE of ``msg`` with the salt
+ * its DB holds (the zero padding, the 0x01, H = Hash(M'), the cleared top bits, 0xbc).
+ */
 export function emsaPssVerify(msg: Uint8Array, em: Uint8Array, emBits: number): boolean {
-  const emLen = Math.ceil(emBits / 8), clear = 8 * emLen - emBits;
-  if (em.length !== emLen || emLen < HASH_BYTES + SALT_BYTES + 2 || em[emLen - 1] !== 0xbc) return false;
-  const dbLen = emLen - HASH_BYTES - 1;
-  const h = em.subarray(dbLen, emLen - 1);
-  if (clear && em[0] >> (8 - clear)) return false;
-  const db = mgf1(h, dbLen).slice();
-  for (let i = 0; i < dbLen; i++) db[i] ^= em[i];
-  db[0] &= 0xff >> clear;
-  const pad = emLen - HASH_BYTES - SALT_BYTES - 2;
-  for (let i = 0; i < pad; i++) if (db[i]) return false;
-  if (db[pad] !== 1) return false;
-  const want = sha384(new Uint8Array(8), sha384(msg), db.subarray(dbLen - SALT_BYTES));
-  let diff = 0;
-  for (let i = 0; i < HASH_BYTES; i++) diff |= want[i] ^ h[i];
-  return diff === 0;
+  const emLen = Math.ceil(emBits / 8), dbLen = emLen - HASH_BYTES - 1, at = dbLen - SALT_BYTES;
+  if (em.length !== emLen || at < 1) return false;
+  const mask = mgf1(em.subarray(dbLen, emLen - 1), dbLen);
+  const salt = em.slice(at, dbLen).map((b, i) => b ^ mask[at + i]);
+  return emsaPssEncode(msg, emBits, salt).every((b, i) => b === em[i]);
 }
 
 /** Uniform bytes from the platform CSPRNG. */

@@ -41,6 +41,24 @@ test("RFC 9474 A.3: encoded message, blinded message, signature", () => {
   assert.throws(() => finalize(key, fromHex(A3.msg), bad, inv), TokenError);
 });
 
+test("EMSA-PSS-VERIFY: any other salt encodes validly; every bit flipped in the RFC 9474 A.3 encoding is refused", () => {
+  const msg = fromHex(A3.msg), emBits = big(A3.n).toString(2).length - 1, em = fromHex(A3.encoded_msg);
+  assert.ok(emsaPssVerify(msg, em, emBits));
+  assert.ok(emsaPssVerify(msg, emsaPssEncode(msg, emBits, new Uint8Array(48).fill(7)), emBits));
+  assert.equal(emsaPssVerify(msg, em.subarray(1), emBits), false);
+  assert.equal(emsaPssVerify(msg, em, emBits + 8), false);
+  // The top bit (cleared: emBits = 8 emLen - 1), the zero padding, the 0x01, the salt, H, 0xbc:
+  // every bit of the first, the boundary and the last bytes, one bit of each other byte.
+  const dbLen = em.length - 49, edges = new Set([0, dbLen - 49, dbLen - 48, dbLen - 1, dbLen, em.length - 2, em.length - 1]);
+  for (let i = 0; i < em.length; i++) {
+    for (const bit of edges.has(i) ? [0, 1, 2, 3, 4, 5, 6, 7] : [i % 8]) {
+      const bad = em.slice();
+      bad[i] ^= 1 << bit;
+      assert.equal(emsaPssVerify(msg, bad, emBits), false, `byte ${i} bit ${bit}`);
+    }
+  }
+});
+
 test("tokens of our units: the bytes ldp_core.tokens makes for fixed randomness", () => {
   const key = keyFromJson(V.key);
   assert.equal(toHex(key.keyId), V.key.key_id);
