@@ -14,7 +14,7 @@ import { gzipSync } from "node:zlib";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 
-for (const page of ["e2e-page", "e2e-tabs", "bench-page"]) {
+for (const page of ["e2e-page", "e2e-tabs", "e2e-versions", "bench-page"]) {
   await build({ entryPoints: [`test/${page}.ts`], bundle: true, format: "esm", target: "es2020", outfile: `dist/${page}.js` });
 }
 // es2022: class fields stay as written (every browser with BigInt, which the tokens need, has them).

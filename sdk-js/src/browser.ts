@@ -5,6 +5,10 @@
  * share the database: every write also bumps a generation and a write that decided
  * from state another tab has since changed aborts (``StaleState``, see store.ts);
  * IndexedDB runs overlapping readwrite transactions one at a time, across tabs too.
+ * One SDK version writes at a time: the database is at version 3, which an older SDK
+ * cannot open (VersionError) and whose upgrade waits while an older SDK's tab holds
+ * version 2 open (``open`` rejects meanwhile: the Client answers ``storage_error``); a
+ * newer SDK's upgrade closes this store's connection for good (``storage_error`` too).
  *
  * @example
  *   <script type="module">
@@ -36,6 +40,7 @@ function done(req: IDBRequest | IDBTransaction): Promise<unknown> {
 
 export class IndexedDbStore implements Store {
   #db?: IDBDatabase;
+  #conn?: Promise<void>;
   /** The generations (ledger, spool) this store last read or wrote. */
   readonly #gen = [0, 0];
   constructor(private readonly name = "ldp-telemetry") {}
@@ -46,8 +51,10 @@ export class IndexedDbStore implements Store {
   }
 
   async open(newSecret: () => Uint8Array, ledgerOnly?: boolean): Promise<Loaded> {
-    if (!this.#db) {
-      const req = indexedDB.open(this.name, 2);
+    // Once: a rejected open stays rejected (VersionError: a newer SDK upgraded), as does one
+    // blocked by an older SDK's tab; the blocked request goes on and sets #db when it succeeds.
+    this.#db ?? await (this.#conn ??= new Promise((resolve, reject) => {
+      const req = indexedDB.open(this.name, 3);
       req.onupgradeneeded = (ev) => {
         const db = req.result;
         if (ev.oldVersion < 1) {
@@ -56,9 +63,17 @@ export class IndexedDbStore implements Store {
           db.createObjectStore("charges", { autoIncrement: true });
         }
         if (ev.oldVersion < 2) db.createObjectStore("tokens");   // version 1 rows wait for a token like new ones
+        // Version 3 changes no data: an SDK older than the generations (version 2) can no longer
+        // open the database, nor keep it open past our upgrade, so it cannot write the ledger.
       };
-      this.#db = (await done(req)) as IDBDatabase;
-    }
+      req.onblocked = () => reject(new DOMException("", "BlockedError"));
+      req.onerror = () => reject(req.error);
+      req.onsuccess = () => {
+        // A newer SDK's upgrade: step aside (never reopen); every later operation fails.
+        (this.#db = req.result).onversionchange = () => this.#db!.close();
+        resolve();
+      };
+    }));
     const t = this.#tx(["state", "rows", "charges", "tokens"], "readwrite");
     const st = t.objectStore("state");
     const optedOut = ((await done(st.get("optedOut"))) as boolean | undefined) ?? false;

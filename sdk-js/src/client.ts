@@ -118,6 +118,8 @@ export class Client {
   #sendLimit = MAX_BATCH;
   #timer: ReturnType<typeof setInterval> | null = null;
   #closed = false;
+  /** The store did not open (``Client.open``): each record tries again first. */
+  #unopened = false;
   readonly #warned = new Set<string>();
   readonly counters = { sent: 0, duplicates: 0, retries: 0, batches: 0, clamped: 0,
     dropped: {} as Record<string, number>, refused: {} as Record<string, number>,
@@ -145,20 +147,28 @@ export class Client {
       (id) => this.#allowKey(id), (metric) => this.#specs.get(metric)?.spec.epoch ?? null);
   }
 
-  /** A ready Client: state loaded, bundled specs known, the catalog fetch started. */
+  /**
+   * A ready Client: state loaded, bundled specs known, the catalog fetch started.  Rejects
+   * only for a ``ConfigError``: a store that does not open (IndexedDB held by another SDK
+   * version's tab) gives a Client whose records open it first, answering ``storage_error``
+   * until it does.
+   */
   static async open(opts: ClientOptions): Promise<Client> {
     const c = new Client(opts);
-    const loaded = c.#load(await c.#store.open(() => c.#rng.bytes(32)));
     c.#learn(bundle(opts).metrics ?? [], false);
-    if (loaded.catalog) c.#learn(loaded.catalog, false);
-    // Stock of per-metric (version-1) tokens is void: waiting rows ask for their epoch's.
-    const legacy = loaded.tokens.filter((t) => !isEntry(t)) as unknown as Record<string, unknown>[];
     try {
+      const loaded = c.#load(await c.#store.open(() => c.#rng.bytes(32)));
+      if (loaded.catalog) c.#learn(loaded.catalog, false);
+      // Stock of per-metric (version-1) tokens is void: waiting rows ask for their epoch's.
+      const legacy = loaded.tokens.filter((t) => !isEntry(t)) as unknown as Record<string, unknown>[];
       if (legacy.length) await c.#store.saveTokens([], legacy.map((t) => `${t.metric}|${t.version}|${t.epoch}|${t.nonce}`));
       if (c.#store.snapshot) await c.#store.snapshot(c.#ledger.state, c.#pending, [...c.#stock.entries.values()]);
     } catch (e) {
-      // Another tab wrote since the load: its state is the newer one, compaction waits.
-      if (!(e instanceof StaleState)) throw e;
+      // StaleState: another tab wrote since the load, its state is the newer one, compaction
+      // waits.  A store that does not open (IndexedDB: another SDK version's tab, see browser.ts)
+      // is opened again by each record, which answers storage_error (logged) until it opens.
+      if (e instanceof ConfigError) throw e;
+      c.#unopened = !(e instanceof StaleState);
     }
     if (opts.fetchMetrics ?? true) void c.refreshMetrics();
     else c.#fetched = true;
@@ -300,6 +310,10 @@ export class Client {
 
   async #recordNow(name: string, value: unknown): Promise<RecordResult> {
     if (this.#closed) return this.#refuse("closed");
+    if (this.#unopened) {
+      await this.#reload(true);   // throws while the store does not open: storage_error
+      this.#unopened = false;
+    }
     if (this.#optedOutNow) return this.#refuse("opted_out");
     if (this.#conflicts.has(name)) return this.#refuse("spec_conflict");
     if (this.#unloaded.has(name)) return this.#refuse("form_not_loaded");

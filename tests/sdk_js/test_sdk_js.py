@@ -400,6 +400,59 @@ def test_two_tabs_spend_one_ledger(
     }, result[0]
 
 
+@needs_node
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
+def test_one_sdk_version_writes_the_ledger(
+    built: Path, page_server: tuple[str, list[dict[str, Any]], threading.Event],
+) -> None:
+    """The IndexedDB database is at version 3, so at most one SDK version writes the ledger
+    (sdk-js/test/e2e-versions.ts; raw connections stand for other SDK versions' tabs).  An
+    older SDK's connection at version 2, held open with no versionchange handler: this SDK's
+    Client opens without throwing or hanging, its records answer storage_error and write
+    nothing; once that connection closes the upgrade runs and the next record is queued.  An
+    older SDK opening later is refused (VersionError).  A newer SDK's open at version 4 is not
+    blocked: this store closes its connection, and its records answer storage_error, also
+    after the newer connection closed (it never reopens at the old version).  Before
+    version 3 the Client wrote its charge while the older SDK's connection was open (3
+    records "queued", the older tab deciding from its own copy of the ledger)."""
+    origin, result, arrived = page_server
+    (built / "versions.html").write_text(
+        '<!doctype html><meta charset="utf-8"><title>ldp sdk versions</title>'
+        '<script type="module" src="/e2e-versions.js"></script>')
+    profile = tempfile.mkdtemp(prefix="ldp-chromium-")
+    browser = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={profile}", f"{origin}/versions.html"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert arrived.wait(60), "the page never reported"
+    finally:
+        browser.terminate()
+        try:
+            browser.wait(10)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+        shutil.rmtree(profile, ignore_errors=True)
+    empty = {"state": 0, "rows": 0, "charges": 0, "tokens": 0}
+    assert result[0] == {
+        "ok": True,
+        "heldAt": 2,
+        "whileHeld": ["storage_error"] * 3,
+        "writtenWhileHeld": empty,
+        "afterClose": "queued",
+        "reports": [1],
+        "oldLater": "VersionError",
+        "newerVersion": 4,
+        "newerBlocked": False,
+        "afterUpgrade": "storage_error",
+        # The secret and the generations (state), the one queued report and its charge.
+        "newerSees": {"state": 2, "rows": 1, "charges": 1, "tokens": 0},
+        "afterNewerClosed": "storage_error",
+        "lateAnswer": "storage_error",
+    }, result[0]
+
+
 #: The opt-in forms' metrics (sdk-js/test/e2e-forms.ts; ``statistics`` resolves ``auto`` to
 #: Square Wave).
 FORM_SPECS: list[dict[str, Any]] = [
