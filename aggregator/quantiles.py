@@ -45,8 +45,8 @@ percentile interval [Q*(a/2), Q*(1 - a/2)] of the replicates' quantiles
 0.00-0.01 on Beta(2, 5) (it is centred on G's quantile plus the estimator's
 bias), where the CDF-scale interval covered 0.915-0.958 (docs/numeric.md for the full
 table).  With G's band it under-covered in 3 of 18 cells (G's level near the
-quantile is off the truth's), which step 6 addresses.  The stderr served is the sd
-of the replicates' quantiles.
+quantile is off the truth's), which step 6 addresses, in part (docs/numeric.md).
+The stderr served is the sd of the replicates' quantiles.
 
 Cost is bounded: no EM is re-run (the estimator is linear in the tallies and
 then monotone), one (R x M) @ (M x P) product, R = ``replicates`` <=
