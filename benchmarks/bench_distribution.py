@@ -25,13 +25,17 @@ adds each row's paired difference to the best OUE and a one-sided test;
    cell *with hindsight*).  OUE is the best flat frequency oracle here (its
    variance is never above OLH's).  Square Wave is the one served.
 2. Coverage of the served 95% intervals at n = 10^5: quantiles (the inverted
-   parametric bootstrap test of the monotone CDF, ``aggregator.quantiles``;
-   beside it, on the same tallies, the hull of the inverted z-test of the
-   unbiased CDF, and from the same replicates the quantile-scale basic and
-   percentile intervals, and the former Woodruff one; the served value's error
-   beside the former value's and the shape's own) and range shares (unbiased, normal),
-   over ``populations`` drawn populations x ``trials`` independent tallies of
-   each, with each figure's exact binomial 95% interval.
+   parametric bootstrap test of the monotone CDF under each point's
+   I-projection null, ``aggregator.projection``; beside it, from the same
+   replicates, the interval with G's band served before it, the width ratio,
+   the tests per bisection, and on each population's first tally whether the
+   acceptance set has gaps or reaches beyond the served ends; on the same
+   tallies, the hull of the inverted z-test of the unbiased CDF, and from the
+   same replicates the quantile-scale basic and percentile intervals, and the
+   former Woodruff one; the served value's error beside the former value's and
+   the shape's own) and range shares (unbiased, normal), over ``populations``
+   drawn populations x ``trials`` independent tallies of each, with each
+   figure's exact binomial 95% interval.
 3. Cost of one served estimate, in CPU time, with its shape and its quantile
    bootstrap apart.
 4. ``--sweep``: W1 by EMS smoothing weight s, and by tree (B, h), on three other
