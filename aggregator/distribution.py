@@ -41,10 +41,12 @@ after the rounding, so the spread *between* people, phi_x^2 . x - F^2, is not
 noise about the population's own CDF).  Both terms are estimated without bias
 from the same tallies: pi_i by C_i / n, phi_x^2 . x by share @ (P phi_x^2).  A
 range share is the difference of two such functionals, with a normal interval.
-A quantile's interval inverts a basic bootstrap test of a monotone version of
+A quantile's interval inverts a bootstrap test of a monotone version of
 F_hat (clipped to [0, 1]), drawn
 through the exact channel from a fixed population with the served shape's law
-(``aggregator.quantiles``: why the CDF scale, why fixed, the cost bounds); the
+(``aggregator.quantiles``: why the CDF scale, why fixed, the cost bounds), the
+test at each x with that population's I-projection onto F(x) = q as its null
+(``aggregator.projection``); the
 value served is the shape's quantile, moved into that interval if outside.  EMS
 itself is not bootstrapped: its smoothing bias does not shrink with n while
 its spread does, so intervals around it under-cover (docs/numeric.md).  Any grid
@@ -76,6 +78,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.projection import ProjectionTest, projection_interval
 from aggregator.quantiles import (
     DEFAULT_BOOTSTRAP,
     Bootstrap,
@@ -248,7 +251,8 @@ class DistributionEstimate:
 
     def quantile_intervals(self, qs: Sequence[float]) -> list[Interval]:
         """Each q-quantile with its interval from the parametric bootstrap of the monotone
-        unbiased CDF (``aggregator.quantiles``); one bootstrap serves them all, and its
+        unbiased CDF (``aggregator.quantiles``), the test at each x under G's I-projection
+        onto F(x) = q (``aggregator.projection``); one bootstrap serves them all, and its
         draws do not depend on which qs are asked.  The value is the served shape's own
         q-quantile, moved to the interval's nearer end when it lies outside: the shape
         reads a tail far better than the noisy unbiased CDF (docs/numeric.md: error 0.05
@@ -267,7 +271,9 @@ class DistributionEstimate:
         shape = read_quantiles(boot.x, cdf_of_masses(self.masses, self.m.lo, self.m.hi)(boot.x), qs)
         out = []
         for q, value in zip(qs, shape[0], strict=True):
-            stderr, low, high = boot.interval(q, bands)
+            stderr, *served = boot.interval(q, bands)
+            test = ProjectionTest(boot, q, self.confidence)
+            low, high = projection_interval(test, (served[0], served[1]))
             out.append(Interval(float(np.clip(value, low, high)), stderr, low, high))
         return out
 
@@ -315,8 +321,8 @@ class DistributionEstimate:
                 )
                 + "; values and intervals: unbiased inversion of the channel "
                 "(quantiles: the monotone CDF, interval by inverting a parametric "
-                f"bootstrap of it, {self.bootstrap.replicates} tallies through the exact "
-                "channel)"
+                f"bootstrap test of it, {self.bootstrap.replicates} tallies through the exact "
+                "channel, each point tested under its I-projection null)"
             ),
         }
 

@@ -20,12 +20,17 @@ flat tail skew it (under-cover).  The bootstrap measures the estimator as it is:
    Multinomial(n_j, T_j), row j of the exact channel (``population_tallies``).
 4. The same estimator on each: the monotone unbiased CDF F*_r at every search
    point x, whose target there is F_G(x), the population's own CDF.
-5. The interval inverts a basic (reverse-percentile) bootstrap test on the CDF
+5. G's interval inverts a basic (reverse-percentile) bootstrap test on the CDF
    scale: with e_lo(x), e_hi(x) the a/2 and 1 - a/2 quantiles of the error
    F*(x) - F_G(x) over the replicates, the q-quantile's interval is the set
    of x where F(x) = q is not rejected, F_hat(x) - e_hi(x) <= q <= F_hat(x) -
-   e_lo(x).  The value served in it is the shape's own q-quantile, moved to the
-   interval's nearer end if outside (``DistributionEstimate.quantile_intervals``).
+   e_lo(x) (``CdfBootstrap.interval``).
+6. The served interval tests F(x) = q at each x under its own null instead of
+   G: the I-projection of G onto F(x) = q, carrying these replicates' channel
+   noise before the monotone step (``CdfBootstrap.noise``), searched by
+   bisection from G's interval's ends (``aggregator.projection``: why, and
+   the cost).  The value served in it is the shape's own q-quantile, moved to
+   the interval's nearer end if outside (``DistributionEstimate.quantile_intervals``).
 
 Why the CDF scale and not the quantile scale.  The basic interval needs a
 pivot whose law hardly depends on the unknown distribution.  The error of
@@ -39,11 +44,14 @@ quantile-scale basic interval covered p99 0.47-0.70 at eps <= 1 and the
 percentile interval [Q*(a/2), Q*(1 - a/2)] of the replicates' quantiles
 0.00-0.01 on Beta(2, 5) (it is centred on G's quantile plus the estimator's
 bias), where the CDF-scale interval covered 0.915-0.958 (docs/numeric.md for the full
-table).  The stderr served is the sd of the replicates' quantiles.
+table).  With G's band it under-covered in 3 of 18 cells (G's level near the
+quantile is off the truth's), which step 6 addresses, in part (docs/numeric.md).
+The stderr served is the sd of the replicates' quantiles.
 
 Cost is bounded: no EM is re-run (the estimator is linear in the tallies and
 then monotone), one (R x M) @ (M x P) product, R = ``replicates`` <=
-``MAX_REPLICATES``, and about (k + 1)(L + 1) binomial draws per replicate.  The
+``MAX_REPLICATES``, and about (k + 1)(L + 1) binomial draws per replicate; then
+per quantile a bisection of tests, each one pass over the (R, P) noise.  The
 draws come from numpy's PCG64 seeded from the tallies (``tally_seed``): the
 same tallies give the same interval.  This is server-side simulation, not a
 device's randomisation, so it does not use the OS CSPRNG.
@@ -76,6 +84,7 @@ __all__ = [
     "Bootstrap",
     "CdfBootstrap",
     "bootstrap_cdf",
+    "error_band",
     "fixed_population",
     "monotone",
     "population_tallies",
@@ -218,16 +227,36 @@ def population_tallies(
     return out
 
 
+def error_band(errors: Floats, confidence: float) -> Floats:
+    """The a/2 and 1 - a/2 quantiles of ``errors`` (R, ...) over its first axis; when
+    fewer than ``MIN_TAIL`` of the R would lie beyond a/2, the median -+ z sd instead.
+
+    >>> error_band(np.linspace(-1.0, 1.0, 401), 0.9).round(3).tolist()
+    [-0.9, 0.9]
+    """
+    alpha = 1 - confidence
+    if alpha / 2 * len(errors) >= MIN_TAIL:
+        out: Floats = np.quantile(errors, [alpha / 2, 1 - alpha / 2], axis=0)
+        return out
+    median = np.median(errors, axis=0)
+    spread = NormalDist().inv_cdf(1 - alpha / 2) * np.std(errors, axis=0, ddof=1)
+    return np.stack([median - spread, median + spread])
+
+
 @dataclass(frozen=True)
 class CdfBootstrap:
     """The monotone unbiased CDF at the points ``x``: the observed one (P,), the
     ``replicate`` ones (R, P) of the bootstrap population, and that population's own CDF
-    ``own`` (P,), which each replicate estimates."""
+    ``own`` (P,), which each replicate estimates; ``noise`` (R, P), when drawn, is the
+    replicates' channel noise before the monotone step (unbiased CDF less ``own``),
+    which the I-projection test carries to its null populations
+    (``aggregator.projection``)."""
 
     x: Floats
     observed: Floats
     replicate: Floats
     own: Floats
+    noise: Floats | None = None
 
     def bands(self, confidence: float) -> Floats:
         """(2, P): the a/2 and 1 - a/2 quantiles of the CDF error F* - F_G at x.  When
@@ -242,13 +271,7 @@ class CdfBootstrap:
         >>> b.bands(0.999)[:, 1].round(3).tolist()  # 0.1 per tail: 3.29 sd (0.058)
         [-0.191, 0.191]
         """
-        alpha = 1 - confidence
-        errors = self.replicate - self.own
-        if alpha / 2 * len(errors) >= MIN_TAIL:
-            return np.quantile(errors, [alpha / 2, 1 - alpha / 2], axis=0)
-        median = np.median(errors, axis=0)
-        spread = NormalDist().inv_cdf(1 - alpha / 2) * np.std(errors, axis=0, ddof=1)
-        return np.stack([median - spread, median + spread])
+        return error_band(self.replicate - self.own, confidence)
 
     def interval(self, q: float, bands: Floats) -> tuple[float, float, float]:
         """(stderr, ci_low, ci_high) of the q-quantile.  The interval: the points x where
@@ -286,9 +309,6 @@ def bootstrap_cdf(
     gen = np.random.default_rng(tally_seed(counts) if plan.seed is None else plan.seed)
     people = fixed_population(masses, n)
     tallies = population_tallies(transition, people, plan.replicates, gen)
-    return CdfBootstrap(
-        x,
-        monotone(share @ weights),
-        monotone(tallies / n @ weights),
-        ((people / n) @ transition) @ weights,
-    )
+    raw = tallies / n @ weights
+    own = ((people / n) @ transition) @ weights
+    return CdfBootstrap(x, monotone(share @ weights), monotone(raw), own, raw - own)

@@ -25,13 +25,17 @@ adds each row's paired difference to the best OUE and a one-sided test;
    cell *with hindsight*).  OUE is the best flat frequency oracle here (its
    variance is never above OLH's).  Square Wave is the one served.
 2. Coverage of the served 95% intervals at n = 10^5: quantiles (the inverted
-   parametric bootstrap test of the monotone CDF, ``aggregator.quantiles``;
-   beside it, on the same tallies, the hull of the inverted z-test of the
-   unbiased CDF, and from the same replicates the quantile-scale basic and
-   percentile intervals, and the former Woodruff one; the served value's error
-   beside the former value's and the shape's own) and range shares (unbiased, normal),
-   over ``populations`` drawn populations x ``trials`` independent tallies of
-   each, with each figure's exact binomial 95% interval.
+   parametric bootstrap test of the monotone CDF under each point's
+   I-projection null, ``aggregator.projection``; beside it, from the same
+   replicates, the interval with G's band served before it, the width ratio,
+   the tests per bisection, and on each population's first tally whether the
+   acceptance set has gaps or reaches beyond the served ends; on the same
+   tallies, the hull of the inverted z-test of the unbiased CDF, and from the
+   same replicates the quantile-scale basic and percentile intervals, and the
+   former Woodruff one; the served value's error beside the former value's and
+   the shape's own) and range shares (unbiased, normal), over ``populations``
+   drawn populations x ``trials`` independent tallies of each, with each
+   figure's exact binomial 95% interval.
 3. Cost of one served estimate, in CPU time, with its shape and its quantile
    bootstrap apart.
 4. ``--sweep``: W1 by EMS smoothing weight s, and by tree (B, h), on three other
@@ -68,6 +72,7 @@ from aggregator.distribution import (
     wasserstein1,
 )
 from aggregator.estimate import FrequencyEstimate, estimate
+from aggregator.projection import ProjectionTest, acceptance, projection_interval
 from aggregator.quantiles import read_quantiles
 from aggregator.shape import smoothing_for
 from benchmarks._table import header, table
@@ -296,9 +301,13 @@ def coverage_table(
             m = build("square_wave", eps)
             x, w, w2 = search_weights(m)
             nq = len(QUANTILES)
-            keys = ("cdf", "hull", "basic", "percentile", "woodruff")
+            keys = ("cdf", "hull", "basic", "percentile", "woodruff", "g band")
             hits = {key: np.zeros(nq) for key in keys}
             width, hull_width, gaps = np.zeros(nq), np.zeros(nq), np.zeros(nq)
+            # the served interval before the I-projection (G's band), the tests per
+            # bisection, and on each population's first tally the full acceptance set
+            g_width, tests, scanned = np.zeros(nq), np.zeros(nq), 0
+            split, beyond = np.zeros(nq), np.zeros(nq)
             error = np.zeros((3, nq))
             range_hits = np.zeros(len(RANGES))
             for p in range(first, first + populations):
@@ -333,11 +342,27 @@ def coverage_table(
                     own = read_quantiles(x, boot.own, QUANTILES)[0]
                     raw = read_quantiles(x, boot.observed, QUANTILES)[0]
                     median = np.median(boot.replicate - boot.own, axis=0)
+                    bands = boot.bands(0.95)
+                    scanned += row == 0
                     former = read_quantiles(x, boot.observed - median, QUANTILES)[0]
                     ems_q = read_quantiles(x, cdf_of_masses(masses[row], 0.0, 1.0)(x), QUANTILES)[0]
                     for i, q in enumerate(QUANTILES):
                         t = truth_q[i]
                         hits["cdf"][i] += served[i].ci_low <= t <= served[i].ci_high
+                        _, g_low, g_high = boot.interval(q, bands)
+                        hits["g band"][i] += g_low <= t <= g_high
+                        g_width[i] += g_high - g_low
+                        test = ProjectionTest(boot, q, 0.95)
+                        projection_interval(test, (g_low, g_high))
+                        tests[i] += test.tests
+                        if row == 0:
+                            accepted = acceptance(test)
+                            at = boot.x[accepted]
+                            pieces = np.sum(np.diff(np.flatnonzero(accepted)) > 1)
+                            split[i] += pieces > 0
+                            beyond[i] += len(at) > 0 and (
+                                at[0] < served[i].ci_low - 1e-9 or at[-1] > served[i].ci_high + 1e-9
+                            )
                         lo, hi = np.quantile(replicate[:, i], [0.025, 0.975])
                         hits["percentile"][i] += lo <= t <= hi
                         hits["basic"][i] += raw[i] - (hi - own[i]) <= t <= raw[i] - (lo - own[i])
@@ -356,8 +381,14 @@ def coverage_table(
             boot = [
                 *(_covered(int(h), total) for h in hits["cdf"]),
                 " ".join(f"{v / total:.3f}" for v in width),
-                *(" ".join(f"{h / total:.3f}" for h in hits[k]) for k in keys[2:]),
+                *(" ".join(f"{h / total:.3f}" for h in hits[k]) for k in keys[2:5]),
                 " / ".join(" ".join(f"{v / total:.4f}" for v in e) for e in error),
+                *(_covered(int(h), total) for h in hits["g band"]),
+                " ".join(f"{v / total:.3f}" for v in g_width),
+                " ".join(f"{w / g:.2f}" for w, g in zip(width, g_width, strict=True)),
+                " ".join(f"{v / total:.1f}" for v in tests),
+                f"{scanned}: " + " ".join(f"{int(v)}" for v in split),
+                " ".join(f"{int(v)}" for v in beyond),
             ]
             rows.append([shape, f"{eps:g}", *hull, *(boot if bootstrap else ["-"] * len(boot))])
     return table(
@@ -374,6 +405,12 @@ def coverage_table(
             "percentile p50 p90 p99",
             "Woodruff p50 p90 p99",
             "abs error p50 p90 p99: served / former / shape",
+            *(f"p{q * 100:g} G's band (served before) [95% CI]" for q in QUANTILES),
+            "mean width G's band",
+            "width ratio served / G's band",
+            "tests per bisection",
+            "scanned: acceptance set with gaps",
+            "scanned: acceptance beyond the served ends",
         ],
         rows,
     )

@@ -18,9 +18,11 @@ from aggregator.distribution import (
     estimate_distribution,
     search_weights,
 )
+from aggregator.projection import ProjectionTest, projection_interval
 from aggregator.quantiles import (
     DEFAULT_REPLICATES,
     Bootstrap,
+    CdfBootstrap,
     bootstrap_cdf,
     fixed_population,
     monotone,
@@ -157,6 +159,15 @@ def cost_table() -> str:
             def intervals(d: DistributionEstimate = d) -> object:
                 return d.quantile_intervals(QUANTILES)
 
+            boot = d.bootstrap_cdf()
+
+            def projections(boot: CdfBootstrap = boot) -> object:
+                bands = boot.bands(0.95)
+                return [
+                    projection_interval(ProjectionTest(boot, q, 0.95), boot.interval(q, bands)[1:])
+                    for q in QUANTILES
+                ]
+
             rows.append(
                 [
                     f"{eps:g}",
@@ -166,6 +177,7 @@ def cost_table() -> str:
                     f"{_cpu_seconds(served) * 1000:.0f} ms",
                     f"{_cpu_seconds(shape) * 1000:.0f} ms",
                     f"{_cpu_seconds(intervals) * 1000:.0f} ms",
+                    f"{_cpu_seconds(projections) * 1000:.0f} ms",
                     f"{median_seconds(served, 3) * 1000:.0f} ms",
                 ]
             )
@@ -178,6 +190,7 @@ def cost_table() -> str:
             "CPU: one estimate (served)",
             "of which the shape",
             "3 quantile intervals (B = 1,000)",
+            "of which the I-projection bisections",
             "wall (loaded machine)",
         ],
         rows,
