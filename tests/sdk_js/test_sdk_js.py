@@ -65,6 +65,27 @@ from tests.support.tokens import test_key as issuer_key
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdk-js"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def page_reports(url: str, arrived: threading.Event, timeout: float, *flags: str) -> bool:
+    """Open ``url`` in a fresh headless Chromium profile until the page posted its result
+    (``arrived``) or ``timeout`` seconds passed; the browser stopped (by its pid) and its
+    profile removed either way.  True if the page reported."""
+    profile = tempfile.mkdtemp(prefix="ldp-chromium-")
+    browser = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", *flags,
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={profile}", url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return arrived.wait(timeout)
+    finally:
+        browser.terminate()
+        try:
+            browser.wait(10)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+        shutil.rmtree(profile, ignore_errors=True)
 DOMAIN = ["free", "basic", "pro", "team"]
 SHARES = [8 / 20, 6 / 20, 4 / 20, 2 / 20]
 NODE_DEVICES, PAGE_DEVICES = 1200, 400
@@ -273,23 +294,9 @@ def test_node_and_chromium_record_through_the_real_stack(
         totals = json.loads(node.stdout.strip().splitlines()[-1])
         assert totals == {"queued": REPORTS * NODE_DEVICES, "sent": REPORTS * NODE_DEVICES,
                           "dropped": 0, "notQueued": []}, totals
-        profile = tempfile.mkdtemp(prefix="ldp-chromium-")
         url = (f"{origin}/page.html#url={collector.url}&key={INGEST_KEY}"
                f"&devices={PAGE_DEVICES}&offset={NODE_DEVICES}")
-        browser = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--no-first-run", f"--user-data-dir={profile}", url],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            assert arrived.wait(240), "the page never reported"
-        finally:
-            browser.terminate()
-            try:
-                browser.wait(10)
-            except subprocess.TimeoutExpired:
-                browser.kill()
-            shutil.rmtree(profile, ignore_errors=True)
+        assert page_reports(url, arrived, 240), "the page never reported"
         page = result[0]
         assert page == {"ok": True, "queued": REPORTS * PAGE_DEVICES,
                         "sent": REPORTS * PAGE_DEVICES, "dropped": 0, "notQueued": [],
@@ -369,22 +376,11 @@ def test_two_tabs_spend_one_ledger(
     (built / "tabs.html").write_text(
         '<!doctype html><meta charset="utf-8"><title>ldp sdk tabs</title>'
         '<script type="module" src="/e2e-tabs.js"></script>')
-    profile = tempfile.mkdtemp(prefix="ldp-chromium-")
-    browser = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-popup-blocking",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", f"--user-data-dir={profile}",
-         f"{origin}/tabs.html#tab=1&url={collector.url}&key={INGEST_KEY}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert arrived.wait(120), "the page never reported"
+        url = f"{origin}/tabs.html#tab=1&url={collector.url}&key={INGEST_KEY}"
+        assert page_reports(url, arrived, 120, "--disable-popup-blocking"), (
+            "the page never reported")
     finally:
-        browser.terminate()
-        try:
-            browser.wait(10)
-        except subprocess.TimeoutExpired:
-            browser.kill()
-        shutil.rmtree(profile, ignore_errors=True)
         collector.stop()
     assert result[0] == {
         "ok": True,
@@ -419,21 +415,7 @@ def test_one_sdk_version_writes_the_ledger(
     (built / "versions.html").write_text(
         '<!doctype html><meta charset="utf-8"><title>ldp sdk versions</title>'
         '<script type="module" src="/e2e-versions.js"></script>')
-    profile = tempfile.mkdtemp(prefix="ldp-chromium-")
-    browser = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", f"--user-data-dir={profile}", f"{origin}/versions.html"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert arrived.wait(60), "the page never reported"
-    finally:
-        browser.terminate()
-        try:
-            browser.wait(10)
-        except subprocess.TimeoutExpired:
-            browser.kill()
-        shutil.rmtree(profile, ignore_errors=True)
+    assert page_reports(f"{origin}/versions.html", arrived, 60), "the page never reported"
     empty = {"state": 0, "rows": 0, "charges": 0, "tokens": 0}
     assert result[0] == {
         "ok": True,
