@@ -5,13 +5,14 @@ Run: ``.venv/bin/python benchmarks/bench_distribution.py [--quick]`` (all three
 tables, or any of ``--accuracy``, ``--coverage``, ``--cost``; for the coverage,
 ``--shapes beta,bimodal --eps 0.5,1,2,4 --populations P --trials T --first F``
 choose the cells and the populations F..F+P-1, so that cells run as separate
-processes, and ``--hull`` measures the z-test hull and range shares alone, with
-no bootstrap; ``--diagnose`` measures instead why a quantile interval
-under-covers: the oracle bootstrap population, the test at the truth, the level
-pivot); ``--sweep`` for the parameter sweeps (on other shapes and seeds),
-``--smoothing [--eps 0.5,1 --surveys 20]`` for EMS weights 1/128..1/32 at low
-eps on those shapes.  ``--accuracy --paired``
-adds each row's paired difference to the best OUE and a one-sided test;
+processes, ``--tally-offset K`` seeds population p's tallies p + K (fresh tallies of
+the same populations; 0, the default, gives the docs' tables), and ``--hull``
+measures the z-test hull and range shares alone, with no bootstrap; ``--diagnose``
+measures instead why a quantile interval under-covers: the oracle bootstrap
+population, the test at the truth, the level pivot); ``--sweep`` for the
+parameter sweeps (on other shapes and seeds), ``--smoothing [--eps 0.5,1
+--surveys 20]`` for EMS weights 1/128..1/32 at low eps on those shapes.
+``--accuracy --paired`` adds each row's paired difference to the best OUE and a one-sided test;
 ``--shapes``/``--eps``/``--surveys`` choose the rows.  Data on [0, 1]:
 ``beta`` = Beta(2, 5); ``bimodal`` = 0.4 N(0.25, 0.06) + 0.6 N(0.7, 0.1), clipped.
 
@@ -286,6 +287,7 @@ def coverage_table(
     epsilons: tuple[float, ...] = COVERAGE_EPSILONS,
     first: int = 0,
     bootstrap: bool = True,
+    tally_offset: int = 0,
 ) -> str:
     """Coverage of Square Wave's served 95% intervals (quantiles: the inverted bootstrap
     test of the CDF; beside them, on the same tallies, the inverted z-test of the
@@ -293,7 +295,9 @@ def coverage_table(
     replicates, and the former Woodruff one), over populations first, first + 1, ...
     The value errors: served (the shape's quantile moved into the interval), the former
     value (where F_hat less the bootstrap's median error reaches q), the shape's own.
-    ``bootstrap=False`` (``--hull``): the z-test hull alone, no bootstrap (seconds)."""
+    ``bootstrap=False`` (``--hull``): the z-test hull alone, no bootstrap (seconds).
+    Population p's tallies are seeded p + ``tally_offset`` (``--tally-offset``; 0: the
+    tables in docs/numeric.md), so fresh tallies of the same populations can be drawn."""
     rows = []
     z = 1.959963984540054
     for shape in shapes:
@@ -314,7 +318,9 @@ def coverage_table(
                 values = draw(shape, N, 50_000 + p)
                 truth_q = np.quantile(values, QUANTILES)
                 truth_r = [float(np.mean((values >= a) & (values <= b))) for a, b in RANGES]
-                counts = m.simulate_tallies(values, trials, np.random.default_rng(p))
+                counts = m.simulate_tallies(
+                    values, trials, np.random.default_rng(p + tally_offset)
+                )
                 share = counts / N
                 f = share @ w
                 se = np.sqrt(np.maximum(share @ (w * w) - share @ w2, 0.0) / N)
@@ -488,7 +494,13 @@ def main() -> None:
         else:
             print(
                 coverage_table(
-                    populations, trials, shapes, epsilons, first, "--hull" not in sys.argv
+                    populations,
+                    trials,
+                    shapes,
+                    epsilons,
+                    first,
+                    "--hull" not in sys.argv,
+                    int(_option("--tally-offset", "0")),
                 )
             )
         print()
