@@ -39,7 +39,6 @@ from tests.support.faults_run import (
     write_figures,
 )
 from tests.support.holding_proxy import HoldingProxy
-from tests.support.reports import today
 from tests.support.servers import INGEST_KEY, ServiceProcess, start_collector
 
 
@@ -112,7 +111,7 @@ def test_collector_frozen_60s_devices_keep_recording_and_deliver_exactly_once(
     rows = _log_rows(log)
     acks = _acks(rows)
     sent_ids = {rid for row in rows for rid in row["ids"]}
-    acc = account_ids(fresh_redis.url, "browser", today(), set(acks))
+    acc = account_ids(fresh_redis.url, "browser", set(acks))
     answers = Counter("".join(r.get("results", "") for r in rows))
     figures = {
         "recorded": summary["recorded"],
@@ -174,7 +173,7 @@ def test_device_killed_after_its_batch_was_stored_delivers_exactly_once(
     summary = json.loads(out.strip().splitlines()[-1])
     rows = _log_rows(*logs)
     acks = _acks(rows)
-    acc = account_ids(fresh_redis.url, "browser", today(), set(acks))
+    acc = account_ids(fresh_redis.url, "browser", set(acks))
     late = Counter("".join(r.get("results", "") for r in _log_rows(logs[1])))
     write_figures("sdk-device-kill9", {
         "acknowledged_before_kill": len(acked_before),

@@ -209,7 +209,7 @@ def test_rate_limited_sdk_honours_retry_after_and_delivers_everything(
     rows: list[dict[str, Any]] = [json.loads(x) for x in log.read_text().splitlines()]
     limited = [i for i, row in enumerate(rows) if row.get("status") == 429]
     gaps = [rows[i + 1]["t"] - rows[i]["t"] for i in limited if i + 1 < len(rows)]
-    acc = account_ids(fresh_redis.url, "browser", today(),
+    acc = account_ids(fresh_redis.url, "browser",
                       {rid for row in rows if row.get("status") == 200 for rid in row["ids"]})
     print(f"\nrate limit: {len(rows)} POSTs, {len(limited)} answered 429 "
           f"(Retry-After {sorted({rows[i]['retry_after'] for i in limited})}), "
