@@ -260,7 +260,13 @@ def test_cluster_sim_counts_a_tiny_fleet_exactly_once(tmp_path: Path) -> None:
     finally:
         sim.stop()
     assert device.reports == device.accepted == 60 and device.errors == 0
-    assert device.requests == 20 and device.script_calls == 60 and device.checks == 20
+    assert device.requests == 20 and device.checks == 20
+    # One script call per report of a device batch.  Redis counts a call the cluster
+    # client re-sent (it retries a command whose reply missed its 2 s socket timeout,
+    # which a loaded CI machine can cause: 61 calls for 60 reports in one clean-clone
+    # run) twice; the dedupe answers the retry, so exactly-once is the accepted
+    # count above, and the cost bound allows one retry per request.
+    assert 60 <= device.script_calls <= 60 + device.requests
     assert relay.reports == relay.accepted == 60 and relay.requests == 6
     assert relay.script_calls <= 6 * 4  # one call per shard a batch of one metric touches
     for run in (device, relay):
