@@ -102,6 +102,21 @@ def test_interleave_alternates_the_collector_and_the_minimal_endpoint() -> None:
     assert 1.0 <= c["requests_per_call"] <= c["requests"] and m["requests_per_call"] == 0
 
 
+def test_single_verdict_gives_none_when_a_side_ran_out() -> None:
+    """A side that used every request built for it is a lower bound: a ratio over it
+    says nothing, so the goal gets no verdict (a quiet-machine run of the minimal
+    endpoint ran out at 4,000 requests/s built and read "met")."""
+    from benchmarks.bench_ingest import single_verdict
+
+    fed = {"requests_per_s": 1000.0, "exhausted": False}
+    fast = {**fed, "requests_per_s": 850.0}
+    assert single_verdict([(fast, fed)] * 3) == "met"
+    assert single_verdict([(fast, fed), ({**fed, "requests_per_s": 799.0}, fed)]) == (
+        "missed in 1 of 2 runs")
+    assert single_verdict([(fast, fed), (fast, {**fed, "exhausted": True})]).startswith(
+        "not measured")
+
+
 @pytest.mark.timeout(120)
 def test_loadgen_against_the_real_collector() -> None:
     with Stack.start() as stack:
