@@ -63,15 +63,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.drift import (
+from aggregator._drift_likelihood import mga_laws, weighted_z
+from aggregator._drift_monte_carlo import (
     MC_MAX_DRAWS,
     MC_MAX_WORK,
     Drift,
     Tally,
     _monte_carlo,
     _seed,
-    mga_laws,
-    weighted_z,
 )
 from ldp_core import Mechanism
 from ldp_core._rng import WORD

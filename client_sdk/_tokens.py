@@ -41,7 +41,6 @@ True
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
@@ -50,67 +49,17 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from client_sdk._catalog import Catalog
+from client_sdk._issuer import IssuerRoundTrip, Unit, UnpinnedKey, _Busy, _Refused
 from client_sdk._pins import IssuerPins
 from client_sdk._store import Store, discard
 from client_sdk._transport import Response, Transport
 from ldp_core.metric import EPOCH_SECONDS
-from ldp_core.tokens import (
-    PendingToken,
-    PublicKey,
-    TokenError,
-    b64url,
-    prepare,
-    unb64url,
-    wire_token,
-)
+from ldp_core.tokens import PendingToken, PublicKey, TokenError
 
 __all__ = ["TokenManager", "UnpinnedKey"]
 
-#: Answers worth asking again (then with backoff); any other 4xx is final.
-_RETRYABLE = frozenset({408, 425, 429})
-
-
-class _Refused(Exception):
-    """The issuer refused the request for good (a wrong key, a bad request)."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-class UnpinnedKey(ValueError):
-    """The issuer served a key whose id the app has not pinned."""
-
-    def __init__(self, key_id: str) -> None:
-        super().__init__(f"issuer key {key_id} is not pinned")
-        self.key_id = key_id
-
-
-class _Busy(ValueError):
-    """A retryable answer (429, 503 ...): its Retry-After is honoured by the sender."""
-
-    def __init__(self, answer: Response, message: str) -> None:
-        super().__init__(message)
-        self.answer = answer
-
-
-def _check(answer: Response, what: str) -> None:
-    status = answer.status
-    if status == 200:
-        return
-    if 400 <= status < 500 and status not in _RETRYABLE:
-        code = None
-        try:
-            data = json.loads(answer.body)
-            code = data.get("code") if isinstance(data, dict) else None
-        except ValueError:
-            pass
-        raise _Refused(code if isinstance(code, str) and len(code) <= 64 else f"http_{status}")
-    raise _Busy(answer, f"{what} answered {status}")
-
 log = logging.getLogger("client_sdk")
 
-Unit = tuple[str, str, int]  # install, period, epoch
 #: Units asked in one POST /v1/tokens (the collector's default limit).
 MAX_UNITS = 256
 #: POST /v1/tokens of one ``ready`` call (the oldest reports' installs first): the
@@ -121,7 +70,7 @@ MAX_UNITS = 256
 MAX_REQUESTS = 4096
 
 
-class TokenManager:
+class TokenManager(IssuerRoundTrip):
     """See the module docstring; one per Pipeline (thread-safe).
 
     ``period_of(metric, version)``: the epoch length of a metric (the catalog's),
@@ -294,24 +243,7 @@ class TokenManager:
     def _stocked(self) -> set[Unit]:
         return {tuple(r) for r in self.store.query("SELECT install, period, epoch FROM stock")}
 
-    # -- the network side ----------------------------------------------------------------
-    def _public_key(self, timeout: float) -> PublicKey:
-        if self._key is None:
-            answer = self.transport.send("GET", f"{self.url}/v1/tokens/key", self._headers(),
-                                         None, timeout)
-            _check(answer, "GET /v1/tokens/key")
-            key = PublicKey.from_json(json.loads(answer.body))
-            key_id = key.key_id.hex()
-            if not self.pins.allows(key_id):
-                raise UnpinnedKey(key_id)
-            if not self.pins.enforced and key_id not in self._logged_keys:
-                self._logged_keys.add(key_id)
-                log.warning("token issuer key %s accepted without a pin: pin it (issuer_keys)"
-                            " so that an issuer cannot give this device a key of its own",
-                            key_id)
-            self._key = key
-        return self._key
-
+    # -- the network side (the round trip itself: ``client_sdk._issuer``) ----------------
     def _fetch(self, timeout: float) -> None:
         """Ask for the missing units' tokens: one ``POST /v1/tokens`` per install and
         ``MAX_UNITS`` units, at most ``MAX_REQUESTS`` of them, up to ``concurrency`` at
@@ -343,81 +275,3 @@ class TokenManager:
                 self._count(self._ask(key, install, units, pending, timeout, asked))
         else:
             self._ask_all(key, jobs, pending, timeout, asked)
-
-    def _count(self, dropped: Counter[str]) -> None:
-        if dropped:
-            with self._count_lock:
-                self._dropped.update(dropped)
-
-    def _ask_all(self, key: PublicKey, jobs: list[tuple[str, list[Unit]]],
-                 pending: dict[Unit, PendingToken], timeout: float, missing: set[Unit]) -> None:
-        """``_ask`` every job from at most ``concurrency`` threads; the first failure
-        stops the asking (requests in flight end) and is raised, as in one thread."""
-        todo = iter(jobs)
-        lock = threading.Lock()
-        errors: list[Exception] = []
-
-        def work() -> None:
-            while True:
-                with lock:
-                    job = None if errors else next(todo, None)
-                if job is None:
-                    return
-                try:
-                    self._count(self._ask(key, job[0], job[1], pending, timeout, missing))
-                except Exception as exc:  # raised in the sender's thread below
-                    with lock:
-                        errors.append(exc)
-                    return
-
-        threads = [threading.Thread(target=work, name="ldp-telemetry-tokens", daemon=True)
-                   for _ in range(min(self.concurrency, len(jobs)))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
-
-    def _ask(self, key: PublicKey, install: str, units: list[Unit],
-             pending: dict[Unit, PendingToken], timeout: float,
-             missing: set[Unit]) -> Counter[str]:
-        """One ``POST /v1/tokens`` for ``units`` of one install; the reports dropped."""
-        fresh = [(u, prepare(key, u[1], u[2])) for u in units if u not in pending]
-        if fresh:  # kept before asking: a lost answer is asked again, same blinded message
-            with self.store.transaction() as conn:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO stock (install, period, epoch, nonce, blinded, inv,"
-                    " token) VALUES (?, ?, ?, ?, ?, ?, NULL)",
-                    [(*u, p.nonce.hex(), p.blinded.hex(), format(p.inv, "x")) for u, p in fresh])
-        made = dict(fresh)
-        chunk = [(u, pending[u] if u in pending else made[u]) for u in units]
-        body = json.dumps({"units": [
-            {"period": p.period, "epoch": p.epoch, "blinded": b64url(p.blinded)}
-            for _, p in chunk]}).encode()
-        headers = {**self._headers(), "Content-Type": "application/json",
-                   "LDP-Install-Key": install}
-        answer = self.transport.send("POST", f"{self.url}/v1/tokens", headers, body, timeout)
-        _check(answer, "POST /v1/tokens")
-        results = json.loads(answer.body)["results"]
-        if len(results) != len(chunk):
-            raise ValueError("POST /v1/tokens answered another number of results")
-        dropped: Counter[str] = Counter()
-        with self.store.transaction() as conn:
-            for (unit, p), result in zip(chunk, results, strict=True):
-                where = (*unit, p.nonce.hex())
-                if result.get("status") == "issued":
-                    token = wire_token(key, p, unb64url(result["blind_sig"]))
-                    self.progress = True
-                    conn.execute("UPDATE stock SET token = ? WHERE install = ? AND period = ?"
-                                 " AND epoch = ? AND nonce = ?", (token, *where))
-                elif result.get("code") in self.FINAL:
-                    conn.execute("DELETE FROM stock WHERE install = ? AND period = ? AND"
-                                 " epoch = ? AND nonce = ?", where)
-                    if unit in missing:
-                        gone = discard(conn, "token = '' AND install = ? AND period = ?"
-                                       " AND epoch = ?", unit)
-                        dropped[str(result["code"])] += gone
-        if dropped:
-            self.store.remove([])  # recount after the deletes
-        return dropped
