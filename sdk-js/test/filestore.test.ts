@@ -19,8 +19,11 @@ const SPEC: Spec = {
   name: "t.plan", version: 1, kind: "categorical", epsilon: 1, mechanism: "grr", epoch: "day",
   domain: ["a", "b"], params: { mechanism: "grr", epsilon: 1, domain_size: 2, keep: 3139872685 },
 } as Spec;
+// One fixed instant for every Client here (the holder child's too): the over_budget answers
+// below are of one unit, which a midnight UTC between two records would split in two.
+const T0 = 1_800_000_000;
 const open = (store: FileStore) => Client.open({ url: "http://127.0.0.1:9", apiKey: "k", store, metrics: [SPEC],
-  fetchMetrics: false, interval: 0 });
+  fetchMetrics: false, interval: 0, clock: () => T0 });
 const folder = () => mkdtempSync(join(tmpdir(), "ldp-lock-"));
 
 test("a second Client over one folder is refused while the first is open, and opens after close", async () => {

@@ -20,6 +20,7 @@ from client_sdk import Client, DeliveryConfig, Fleet, HoldConfig, Response, Urll
 from client_sdk._store import Store, discard
 from ldp_core.wire import decode_batch
 from ldp_server.redis_server import free_port
+from tests.support.sdk_children import FixedClock
 from tests.support.sdk_fixtures import CaptureTransport, many_metrics, specs, spool_rows
 from tests.support.sdk_http import Reply, ScriptedCollector, problem
 
@@ -286,8 +287,10 @@ def test_background_false_sends_only_on_flush(server: ScriptedCollector,
 def test_spool_quota_drops_oldest_and_counts(tmp_path: Path) -> None:
     port = free_port()
     metrics = many_metrics(10)
+    # A stopped clock: a midnight UTC during the test would free m9's unit below.
     c = Client(f"http://127.0.0.1:{port}", api_key=KEY, state_dir=tmp_path, metrics=metrics,
-               background=False, delivery=DeliveryConfig(max_reports=4))
+               background=False, delivery=DeliveryConfig(max_reports=4),
+               clock=FixedClock(time.time()))
     try:
         record_many(c, 10)
         rows = spool_rows(tmp_path)
@@ -326,8 +329,9 @@ def test_a_dropped_report_that_may_have_left_keeps_its_charge(tmp_path: Path) ->
 
 def test_fleet_with_injected_transport(tmp_path: Path) -> None:
     transport = CaptureTransport()
+    # A stopped clock: a midnight UTC during the test would give a device two tokens.
     fleet = Fleet("http://127.0.0.1:1", api_key=KEY, transport=transport, metrics=specs(),
-                  background=False)
+                  background=False, clock=FixedClock(time.time()))
     devices = [fleet.device() for _ in range(250)]
     for d in devices:
         assert d.record("browser", "quokkachrome-91c2").ok

@@ -24,6 +24,7 @@ import redis
 
 from client_sdk import Client, DeliveryConfig, Fleet, UrllibTransport
 from ldp_server.redis_server import RedisServer
+from tests.support.sdk_children import FixedClock
 from tests.support.sdk_fixtures import many_metrics, specs, spool_rows
 from tests.support.servers import (
     ADMIN_KEY,
@@ -158,8 +159,9 @@ def test_collector_rejections_are_counted_by_code(
     collector: ServiceProcess, tmp_path: Path
 ) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
-    a = client(collector.url, one, metrics=ALL_SPECS, background=False)
-    b = client(collector.url, two, metrics=ALL_SPECS, background=False)
+    now = FixedClock(time.time())  # both copies' reports in one epoch, whatever the hour
+    a = client(collector.url, one, metrics=ALL_SPECS, background=False, clock=now)
+    b = client(collector.url, two, metrics=ALL_SPECS, background=False, clock=now)
     future = client(
         collector.url,
         tmp_path / "f",
@@ -170,7 +172,7 @@ def test_collector_rejections_are_counted_by_code(
     try:
         shutil.copy(one / "device_secret", two / "device_secret")  # the same device twice
         b.close(0)
-        b = client(collector.url, two, background=False)
+        b = client(collector.url, two, background=False, clock=now)
         assert a.record("m30", "a").ok and b.record("m30", "b").ok
         assert a.flush(10) and b.flush(10)
         # The issuer gave this install's token for the unit to the first copy already.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from client_sdk import ConfigError, Fleet, Response, UrllibTransport
 from ldp_core.tokens import unb64url
 from ldp_server.redis_server import RedisServer
 from tests.client_sdk.test_e2e import register
+from tests.support.sdk_children import FixedClock
 from tests.support.sdk_fixtures import BROWSERS, specs
 from tests.support.servers import INGEST_KEY, ServiceProcess, start_collector
 from tests.support.tokens import test_key as issuer_key
@@ -97,8 +99,10 @@ def collector(
 
 
 def _fleet(url: str, watch: Watch, **kw: Any) -> Fleet:
+    """The counts below are of one epoch's tokens: the devices' clock is stopped at the
+    test's start, so that a midnight UTC during the test cannot give a device two."""
     return Fleet(url, api_key=INGEST_KEY, transport=watch, metrics=specs(), background=False,
-                 **kw)
+                 clock=FixedClock(time.time()), **kw)
 
 
 def _record_all(fleet: Fleet, devices: int) -> None:

@@ -90,7 +90,7 @@ def test_ledger_survives_a_restart(tmp_path: Path) -> None:
 
 
 def test_larger_budget_per_unit_allows_more_reports(tmp_path: Path) -> None:
-    c = offline(tmp_path, budgets={"browser": 2.0})
+    c = offline(tmp_path, budgets={"browser": 2.0}, clock=Clock())
     try:
         assert [c.record("browser", BROWSERS[0]).status for _ in range(3)] == [
             "queued",
@@ -220,6 +220,7 @@ def test_enabled_false_collects_nothing(tmp_path: Path, server: ScriptedCollecto
 def test_opt_out_purges_queue_spool_and_secret_and_stops(
     tmp_path: Path, server: ScriptedCollector
 ) -> None:
+    clock = Clock()  # one epoch for both Clients: the "page" unit must still be spent
     c = Client(
         server.url,
         api_key=KEY,
@@ -227,6 +228,7 @@ def test_opt_out_purges_queue_spool_and_secret_and_stops(
         metrics=specs(),
         background=False,
         delivery=DeliveryConfig(durability="batch"),
+        clock=clock,
     )
     try:
         assert c.record("theme", BROWSERS[0]).ok  # memoised: memo ledger row
@@ -249,7 +251,7 @@ def test_opt_out_purges_queue_spool_and_secret_and_stops(
         assert c.privacy_report().units  # what was spent stays told
     finally:
         c.close(0)
-    again = Client(server.url, api_key=KEY, state_dir=tmp_path, background=False)
+    again = Client(server.url, api_key=KEY, state_dir=tmp_path, background=False, clock=clock)
     try:
         assert again.opted_out and again.record("page", "p1").status == "opted_out"
         again.opt_in()

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from client_sdk import Client, DeliveryConfig, Fleet
+from tests.support.sdk_children import FixedClock
 from tests.support.sdk_fixtures import many_metrics, specs, spool_rows
 from tests.support.sdk_http import Reply, ScriptedCollector
 from tests.support.servers import REPO_ROOT
@@ -162,6 +163,7 @@ def test_concurrent_record_is_thread_safe(server: ScriptedCollector, tmp_path: P
         state_dir=tmp_path,
         metrics=server.metrics,
         delivery=DeliveryConfig(batch_size=7, interval=0.05),
+        clock=FixedClock(time.time()),  # one epoch, even if midnight UTC passes meanwhile
     )
     results: list[str] = []
     lock = threading.Lock()

@@ -25,6 +25,7 @@ import pytest
 
 from client_sdk import Fleet
 from ldp_server.redis_server import RedisServer
+from tests.support.sdk_children import FixedClock
 from tests.support.servers import REPO_ROOT
 
 DEVICES = 1500
@@ -148,7 +149,9 @@ def test_up_query_stop_and_restart(data: Path, tmp_path: Path) -> None:
         assert listed.returncode == 0 and "theme" in listed.stdout
         assert "per device, per metric, per day" in listed.stdout
 
-        fleet = Fleet(collector, api_key=keys["ingest"], background=False)
+        # A stopped clock: the per-day series below expects every report in one epoch.
+        fleet = Fleet(collector, api_key=keys["ingest"], background=False,
+                      clock=FixedClock(time.time()))
         assert fleet.refresh_metrics(10)
         for i in range(DEVICES):
             assert fleet.device().record("theme", ("light", "dark", "auto")[i % 3]).ok

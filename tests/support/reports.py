@@ -15,7 +15,7 @@ from ldp_core.base import Payload
 from ldp_core.wire import Envelope
 from tests.support.tokens import device_nonce, mint
 
-__all__ = ["NOW", "SPECS", "device_secret", "envelope", "today"]
+__all__ = ["NOW", "SPECS", "current", "device_secret", "envelope", "today"]
 
 #: The clock of a test session (real time: Redis expires dedupe state by its own clock).
 NOW = time.time()
@@ -38,8 +38,16 @@ SPECS: dict[str, dict[str, Any]] = {
 
 
 def today(epoch_seconds: int = 86400) -> int:
-    """The epoch that contains NOW."""
+    """The epoch that contains NOW: a fixed epoch for the reports a test posts (a
+    collector on NOW or on the real clock accepts it until well after the session)."""
     return int(NOW // epoch_seconds)
+
+
+def current(epoch_seconds: int = 86400) -> int:
+    """The epoch that contains this moment, read afresh: what a service on the real
+    clock (a uvicorn process, the SDK) takes as now.  It can differ from ``today()``
+    once the session has run across midnight UTC (for hours, across any hour)."""
+    return int(time.time() // epoch_seconds)
 
 
 def device_secret(device: int) -> bytes:
