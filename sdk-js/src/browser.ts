@@ -41,6 +41,12 @@ function done(req: IDBRequest | IDBTransaction): Promise<unknown> {
 export class IndexedDbStore implements Store {
   #db?: IDBDatabase;
   #conn?: Promise<void>;
+  #retired = false;
+
+  get retired(): boolean {
+    return this.#retired;
+  }
+
   /** The generations (ledger, spool) this store last read or wrote. */
   readonly #gen = [0, 0];
   constructor(private readonly name = "ldp-telemetry") {}
@@ -70,7 +76,7 @@ export class IndexedDbStore implements Store {
       req.onerror = () => reject(req.error);
       req.onsuccess = () => {
         // A newer SDK's upgrade: step aside (never reopen); every later operation fails.
-        (this.#db = req.result).onversionchange = () => this.#db!.close();
+        (this.#db = req.result).onversionchange = () => { this.#retired = true; this.#db!.close(); };
         resolve();
       };
     }));

@@ -443,11 +443,12 @@ export class Client {
     return a;
   }
 
-  /** Deliver what is spooled; true when nothing is left (bounded by ``timeout`` seconds). */
+  /** Deliver what is spooled; true when nothing is left (bounded by ``timeout`` seconds;
+   * false at once when a newer SDK version took the store: that one delivers). */
   async flush(timeout = 10): Promise<boolean> {
     await this.#lock;
     const deadline = Date.now() + timeout * 1000;
-    while (this.#pending.length && Date.now() < deadline) {
+    while (this.#pending.length && Date.now() < deadline && !this.#store.retired) {
       const wait = this.#backoffUntil - Date.now();
       if (wait > 0) {
         if (Date.now() + wait > deadline) break;
@@ -486,6 +487,9 @@ export class Client {
   }
 
   async #pass(): Promise<boolean> {
+    // A newer SDK version took the store: its Client delivers the spool (resent from here,
+    // each would be answered duplicate, every backoff, for as long as this tab stays open).
+    if (this.#store.retired) return false;
     while (this.#pending.length && Date.now() >= this.#backoffUntil && !this.#optedOutNow) {
       const free = this.#pending.filter((r) => !this.#inflight.has(r.reportId));
       const waiting = free.filter((r) => !r.token);

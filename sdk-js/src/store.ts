@@ -59,6 +59,9 @@ export interface Store {
   snapshot?(ledger: LedgerState, rows: Row[], tokens: TokenEntry[]): Promise<void> | void;
   /** Let another Client open the state (``FileStore``: its lock). */
   close?(): void;
+  /** True once another SDK version took the state for good (IndexedDB: a newer SDK's
+   * upgrade closed this connection): that SDK delivers the spool, this Client sends nothing. */
+  readonly retired?: boolean;
 }
 
 export class MemoryStore implements Store {

@@ -9,7 +9,8 @@
 // 2. An older SDK opening the database later is refused (VersionError): it cannot write.
 // 3. A newer SDK opens version 4: its upgrade is not blocked (this store closes its
 //    connection), and this Client's later records answer storage_error, also after the
-//    newer connection closed (never reopened at the old version).
+//    newer connection closed (never reopened at the old version); its flush sends nothing
+//    (the newer SDK delivers the spool) and answers false at once.
 // 4. This SDK loaded after the newer one: Client.open still resolves, records answer
 //    storage_error.
 // The page posts what it saw to /done.
@@ -57,9 +58,13 @@ async function counts(db: IDBDatabase): Promise<Record<string, number>> {
   return out;
 }
 
+/** Requests the Clients made (their fetch, counted). */
+let requests = 0;
+
 const open = (): Promise<Client> => Client.open({
   url: location.origin, apiKey: "k", store: new IndexedDbStore(DB), metrics: [SPEC],
   fetchMetrics: false, interval: 0, budgets: { m: 100 },
+  fetch: (...a: Parameters<typeof fetch>) => (requests++, fetch(...a)),
 });
 
 /** What the page saw, filled as it goes (a failure posts what was seen before it). */
@@ -88,6 +93,8 @@ async function run(): Promise<Record<string, unknown>> {
   const newer = await within(rawOpen(4, () => { seen.newerBlocked = true; }));
   if (newer === "timeout") throw new Error("the raw open at version 4 never succeeded");
   seen.afterUpgrade = (await client.record("m", "a")).status;
+  const before = requests, flushed = await within(client.flush(5), 1000);
+  seen.retiredFlush = { answer: flushed, requests: requests - before };
   seen.newerSees = await counts(newer);
   seen.newerVersion = newer.version;
   newer.close();

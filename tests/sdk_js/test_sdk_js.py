@@ -408,7 +408,8 @@ def test_one_sdk_version_writes_the_ledger(
     nothing; once that connection closes the upgrade runs and the next record is queued.  An
     older SDK opening later is refused (VersionError).  A newer SDK's open at version 4 is not
     blocked: this store closes its connection, and its records answer storage_error, also
-    after the newer connection closed (it never reopens at the old version).  Before
+    after the newer connection closed (it never reopens at the old version), and its flush
+    sends nothing (the newer SDK delivers the spool).  Before
     version 3 the Client wrote its charge while the older SDK's connection was open (3
     records "queued", the older tab deciding from its own copy of the ledger)."""
     origin, result, arrived = page_server
@@ -428,6 +429,9 @@ def test_one_sdk_version_writes_the_ledger(
         "newerVersion": 4,
         "newerBlocked": False,
         "afterUpgrade": "storage_error",
+        # The newer SDK delivers the spool: this one's flush sends nothing (before, it
+        # asked the issuer for the queued report's token, then resent on every backoff).
+        "retiredFlush": {"answer": False, "requests": 0},
         # The secret and the generations (state), the one queued report and its charge.
         "newerSees": {"state": 2, "rows": 1, "charges": 1, "tokens": 0},
         "afterNewerClosed": "storage_error",
