@@ -138,8 +138,8 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     with fresh tokens, and with each token repeated in 20 metrics' batches as a relay
     sends them), after a warm-up fleet, then the costs timed alone; ``run`` is
     ``Sim.run``, one epoch each (six).  The relay fleets hold 10^5 reports each: at
-    ~5 us of Redis CPU per report, 10^4 gave Redis 50 ms, a few of its accounting
-    ticks, and its per-report cost q moved by 20 % with them (docs/tokens.md)."""
+    ~5 us of Redis CPU per report, 10^4 gave Redis 50 ms to measure, a few of its
+    accounting ticks (q came out 4.5 us with either size: docs/tokens.md)."""
     run(10, 100, epochs[4], seed=9)
     runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
             run(100, 30, epochs[2], seed=2), run(1, 100_000, epochs[3], batch=1000, seed=3),
