@@ -26,7 +26,7 @@ import httpx
 from collector.store import Store
 from ldp_server import processes
 from tests.support.faults_load import Ledger, load_ledger
-from tests.support.reports import SPECS
+from tests.support.reports import SPECS, current
 from tests.support.servers import ADMIN_KEY, REPO_ROOT, auth
 
 __all__ = [
@@ -206,7 +206,7 @@ def account_ids(redis_url: str, metric: str, acknowledged: set[str]) -> dict[str
         try:
             spec = await store.get_metric(metric)
             assert spec is not None
-            now = int(time.time() // spec.epoch_seconds)
+            now = current(spec.epoch_seconds)
             epochs = list(range(now - 2, now + 2))
             tallies = await store.read_tallies(spec, epochs)
             return sum(total for _, total in tallies.values())
