@@ -3,8 +3,8 @@
 See ``collector.store.schema`` for the keys and the Lua script; here the
 reports are digested (keyed BLAKE2b), grouped by (metric, version, epoch,
 shard) and sent in one script call for all slots on a single node, or one
-call per slot, concurrently, on a Redis Cluster (``ingest`` returns only once every call
-has settled).
+call per slot on a Redis Cluster, the calls of one master in one pipeline, the
+masters concurrently (``ingest`` returns only once every call has settled).
 
 >>> _counter_text([(3,), (1,)]), _counter_text([(0, 2), ()])
 ('3;1;', '0,2;;')
@@ -19,12 +19,11 @@ from typing import Any, Literal, NamedTuple
 
 import redis.exceptions
 
-from collector.store.base import StoreBase, settle
+from collector.store.base import StoreBase
 from collector.store.group import ALONE, GroupCommit
 from collector.store.schema import (
     INGEST_BATCH_LUA,
     INGEST_BATCH_SHA,
-    INGEST_LUA,
     INGEST_SHA,
     implausible_key,
     index_key,
@@ -169,14 +168,14 @@ class Ingest(StoreBase):
     ) -> list[bytes]:
         if self.is_cluster:
             # The index lives in another slot than the counters, so it cannot be
-            # written by their script; and redis-py refuses EVALSHA inside a cluster
-            # pipeline: the slots' calls go out concurrently, each to its master.
+            # written by their script: the index first (counters are never visible
+            # without their entry), then the scripts; each round one pipeline per
+            # master (``StoreBase._per_master``).
             index: dict[str, set[str]] = defaultdict(set)
             for key, member in slots:
                 index[key].add(member)
-            await settle(self._gated(self.client.sadd(k, *sorted(m)))
-                         for k, m in index.items())
-            return await settle(self._gated(self._evalsha(args)) for args in calls)
+            await self._per_master([("SADD", k, *sorted(m)) for k, m in index.items()])
+            return await self._per_master([("EVALSHA", INGEST_SHA, 2, *args) for args in calls])
         # One node: ONE script call applies every slot of the batch, each also listing
         # its slot in the index (KEYS[3j+3]): one Lua call instead of one per slot.
         keys: list[str] = []
@@ -192,12 +191,5 @@ class Ingest(StoreBase):
                     raise
                 await self.client.script_load(INGEST_BATCH_LUA)
         raise AssertionError("unreachable")
-
-    async def _evalsha(self, args: list[Any]) -> Any:
-        try:
-            return await self.client.evalsha(INGEST_SHA, 2, *args)
-        except redis.exceptions.NoScriptError:
-            await self.client.script_load(INGEST_LUA)
-            return await self.client.evalsha(INGEST_SHA, 2, *args)
 
     # -- read side (the aggregator) ------------------------------------------------------

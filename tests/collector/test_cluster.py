@@ -155,3 +155,37 @@ async def test_a_master_going_away_gives_503_then_recovers(tmp_path: Path) -> No
             assert r.json()["duplicates"] == 200  # nothing counted twice across the outage
     finally:
         cluster.stop()
+
+
+async def test_a_master_without_the_script_still_counts_every_report_once(
+    cluster_nodes: str,
+) -> None:
+    """A promoted replica or a SCRIPT FLUSH leaves a master without the ingest script:
+    its calls in the master's pipeline answer NOSCRIPT, are loaded and sent again."""
+    settings = Settings(redis_cluster_nodes=cluster_nodes, admin_keys=ADMIN_KEY,  # type: ignore[arg-type]
+                        ingest_keys=INGEST_KEY)  # type: ignore[arg-type]
+    names = ("browser", "dark_mode")
+    envs = [envelope(name, 1, today(), i % (4 if name == "browser" else 2), device=i)
+            for i in range(300) for name in names]
+    async with asgi_client(create_app(settings, clock=lambda: NOW)) as client:
+        for name in names:
+            r = await client.post("/v1/metrics", json=SPECS[name], headers=auth(ADMIN_KEY))
+            assert r.status_code == 201, r.text
+        for node in cluster_nodes.split(","):
+            host, port = node.split(":")
+            with redis.Redis(host=host, port=int(port)) as one:
+                one.script_flush()
+        r = await client.post("/v1/reports", json=encode_batch(envs), headers=auth(INGEST_KEY))
+        assert r.status_code == 200, r.text
+        assert r.json()["accepted"] == 600
+        r = await client.post("/v1/reports", json=encode_batch(envs), headers=auth(INGEST_KEY))
+        assert r.json()["duplicates"] == 600
+    store = Store.connect(cluster_nodes=settings.cluster_nodes())
+    try:
+        for name in names:
+            spec = await store.get_metric(name)
+            assert spec is not None
+            tallies = await store.read_tallies(spec, [today()])
+            assert sum(n for _, n in tallies.values()) == 300
+    finally:
+        await store.close()
