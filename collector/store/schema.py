@@ -69,9 +69,9 @@ index entry, and all slots of a batch go in ONE call (``INGEST_BATCH_LUA``, the
 same per-slot function in a loop; EVALSHA, loaded again on NOSCRIPT): a batch of
 50 devices x 20 metrics touches 80 slots, and a script call costs Redis more
 than a slot's few reports.  On a Redis Cluster the index is in
-another slot: one SADD per index goes first, then the scripts go out
-concurrently (redis-py refuses EVALSHA in a cluster pipeline), each to the
-master of its slot, and ``ingest`` returns only once every call has settled.
+another slot: one SADD per index goes first, then one script call per slot,
+each round as one pipeline per master (``StoreBase._per_master``), and
+``ingest`` returns only once every call has settled.
 
 >>> index_key("browser", 2), implausible_key("browser", 2, 20421)
 ('ldp:{x:browser:2}:slots', 'ldp:{x:browser:2}:i:20421')
