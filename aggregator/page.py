@@ -96,7 +96,33 @@ def _distribution(body: dict[str, Any]) -> str:
     return (
         f'<figure class="distribution-figure"><figcaption>{escape(caption)}</figcaption>'
         f"{distribution_chart(buckets, marks, title=caption)}</figure>"
+        + _range_notes(marks, body["lo"], body["hi"], conf)
     )
+
+
+def _range_notes(marks: list[Quantile], lo: float, hi: float, conf: int) -> str:
+    """A note for each quantile whose interval runs to an end of the range: a reader
+    would otherwise take that end for part of the estimate.
+
+    >>> print(_range_notes([Quantile(0.99, 110.0, 80.0, 120.0)], 0.0, 120.0, 95))
+    <p class="quantile-note">The 95% interval of p99 runs to the top of the range (120):
+    at this epsilon and this many reports it cannot be placed closer; more reports or
+    a larger epsilon narrow it.</p>
+    >>> _range_notes([Quantile(0.5, 60.0, 50.0, 70.0)], 0.0, 120.0, 95)
+    ''
+    """
+    notes = []
+    for m in marks:
+        ends = [name for name, at_end in (("bottom", m.ci_low <= lo), ("top", m.ci_high >= hi))
+                if at_end]
+        if ends:
+            where = " and ".join(f"the {e} of the range ({lo if e == 'bottom' else hi:g})"
+                                 for e in ends)
+            notes.append(
+                f'<p class="quantile-note">The {conf}% interval of p{m.q * 100:g} runs to '
+                f"{where}:\nat this epsilon and this many reports it cannot be placed closer; "
+                "more reports or\na larger epsilon narrow it.</p>")
+    return "".join(notes)
 
 
 def _series(body: dict[str, Any]) -> str:
