@@ -321,12 +321,17 @@ class TokenService:
         good: list[ValidReport] = []
         good_positions: list[int] = []
         refused: dict[int, str] = {}
+        hexes: dict[bytes, str] = {}  # a device's reports of ~20 metrics share one nonce
         for i, (report, position, nonce) in enumerate(
                 zip(reports, positions, nonces, strict=True)):
             if nonce is None:
                 refused[position] = "epoch_v1_only" if i in v2_here else "bad_token"
             else:
-                good.append(report._replace(token=nonce.hex()))
+                text = hexes.get(nonce)
+                if text is None:
+                    text = hexes[nonce] = nonce.hex()
+                spec, epoch, report_id, _, counters = report
+                good.append(ValidReport(spec, epoch, report_id, text, counters))
                 good_positions.append(position)
         return good, good_positions, refused
 
