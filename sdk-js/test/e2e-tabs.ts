@@ -13,6 +13,9 @@ import { Client, IndexedDbStore, type RecordResult, type Spec } from "../src/bro
 const DB = "ldp-tabs";
 const hash = new URLSearchParams(location.hash.slice(1));
 const tab = hash.get("tab") ?? "1", url = hash.get("url")!, apiKey = hash.get("key")!;
+// One clock for both tabs, read once by tab 1: a run across midnight UTC must not put
+// the two tabs' records in two epochs (two reports where the ledger allows one).
+const NOW = Number(hash.get("now") ?? Date.now() / 1000);
 const channel = new BroadcastChannel("ldp-tabs");
 /** What each metric is recorded with in tab 1 and in tab 2. */
 const PLAN: [string, unknown, unknown][] = [
@@ -36,7 +39,7 @@ async function open(specs: Spec[]): Promise<Client> {
   const life = specs.find((s) => s.name === "t.life")!;
   return Client.open({
     url, apiKey, store: new IndexedDbStore(DB), metrics: specs,
-    fetchMetrics: false, interval: 0,
+    fetchMetrics: false, interval: 0, clock: () => NOW,
     // t.life: a day's budget for both reports, a lifetime budget of exactly one permanent response.
     budgets: { "t.life": 10 }, lifetimeBudgets: { "t.life": Number(life.longitudinal?.epsilon_inf) },
   });
@@ -61,7 +64,8 @@ async function run(): Promise<void> {
   }
   const ready = next("ready"), theirs = next("answers");
   const client = await open(specs);
-  if (!window.open(location.href.replace("tab=1", "tab=2"))) throw new Error("the second tab was not opened");
+  const second = location.href.replace("tab=1", "tab=2") + `&now=${NOW}`;
+  if (!window.open(second)) throw new Error("the second tab was not opened");
   await ready;
   channel.postMessage({ type: "go" });
   const mine: RecordResult[] = await Promise.all(PLAN.map(([name, value]) => client.record(name, value)));
