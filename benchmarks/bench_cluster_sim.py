@@ -15,18 +15,26 @@ accounting:
   ``INFO commandstats`` (script calls, time inside commands);
 - Redis memory: ``MEMORY USAGE <key> SAMPLES 0`` of the run's per-report state
   hashes and tally hashes, and the ``used_memory`` delta;
-- bytes on the wire: every request and answer as framed on the socket.
+- bytes on the wire: every request and answer as framed on the socket;
+- the machine's speed during the run (``benchmarks/speed.py``: this shared
+  machine's cores vary by 1.5x within seconds and 2x within the hour), so that
+  ``capacity`` compares runs in the speed of the moment.
 
 Each run uses its own epoch, so the state of one run never shares a hash with
 another's.  ``capacity.calibrate`` (small fleets: device batches of 1, 20 and
 100 metrics, relay batches of 1000 with fresh tokens and with each device's token
-repeated over 20 metrics, as a relay sends them) gives the model's costs; then device
+repeated over 20 and over 100 metrics, as a relay sends them) gives the model's costs; then device
 batches (``--device-sizes``, ``--device-metrics`` per device) and relay
 batches (``--sizes``: 1000 devices' reports of one metric per request, metric
 after metric, ``--metrics`` metrics) are compared with its prediction.
 
     .venv/bin/python benchmarks/bench_cluster_sim.py --metrics 200 --sizes 1e5,1e6,1e7 \
-        --device-sizes 1e5
+        --device-sizes 1e5 --save runs.json
+    .venv/bin/python benchmarks/bench_cluster_sim.py --refit runs.json   # no run: refit
+
+(``--save``: every run's totals as JSON, so that a change to the fit can be
+tried on the same measurements; ``benchmarks/results/`` keeps them beside the
+tables.)
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +64,11 @@ from benchmarks._services import (
     Stack,
     start_uvicorn,
 )
+from benchmarks.speed import Probe
 from collector.token_crypto import TokenKey
 from tests.support.servers import RedisClusterProcesses
 
-__all__ = ["Run", "Sim", "main"]
+__all__ = ["Run", "Sim", "load", "main", "save"]
 
 SPEC: dict[str, Any] = {
     "kind": "categorical", "epsilon": 1.0, "mechanism": "grr",
@@ -97,6 +106,8 @@ class Run:
     tokens: int
     checks: int  #: token verifications the collector should do (one per token per batch)
     mint_seconds: float
+    #: the machine's speed while the fleet ran: CPU ms per ``speed.unit_ms`` (0: not probed)
+    speed_ms: float = 0.0
 
     def per_report(self, total: float) -> float:
         return total / max(self.reports, 1)
@@ -154,13 +165,17 @@ class Sim:
     pem: bytes
     folder: Path
     metrics: int
+    probe: Probe
 
     @classmethod
     def start(cls, folder: Path, metrics: int, workers: int = WORKERS,
               key_bits: int = 2048) -> Sim:
-        """3 masters, an issuer key, the collector (``workers``), ``metrics`` specs."""
+        """3 masters, an issuer key, the collector (``workers``), ``metrics`` specs,
+        the speed probe."""
         cluster = RedisClusterProcesses.start(folder / "cluster")
+        probe = None
         try:
+            probe = Probe.start()
             pem = TokenKey.generate(key_bits).to_pem()
             (folder / "token_key.pem").write_bytes(pem)
             env = {
@@ -174,9 +189,11 @@ class Sim:
             }
             collector = start_uvicorn("collector.app:create_app", env, folder, workers=workers)
         except BaseException:
+            if probe is not None:
+                probe.stop()
             cluster.stop()
             raise
-        sim = cls(cluster, collector, pem, folder, metrics)
+        sim = cls(cluster, collector, pem, folder, metrics, probe)
         try:
             for name in fleet.metric_names(PREFIX, metrics):
                 Stack.register(collector.url, {**SPEC, "name": name})
@@ -186,9 +203,10 @@ class Sim:
         return sim
 
     def stop(self) -> None:
-        """Stop the collector, then every master (by pid)."""
+        """Stop the collector, then every master (by pid), then the probe."""
         self.collector.stop()
         self.cluster.stop()
+        self.probe.stop()
 
     def _nodes(self) -> list[redis.Redis]:
         return [redis.Redis(port=s.port) for s in self.cluster.servers]
@@ -242,6 +260,7 @@ class Sim:
         pids = _family(self.collector.pid)
         cpu0 = sum(_cpu_seconds(p) for p in pids)
         r0 = self._redis_totals()
+        t0 = time.monotonic()
         argv = [sys.executable, str(REPO_ROOT / "benchmarks" / "fleet.py"),
                 "--url", self.collector.url, "--key", INGEST_KEY, "--prefix", PREFIX,
                 "--metrics", str(metrics), "--epoch", str(epoch), "--devices", str(devices),
@@ -250,6 +269,7 @@ class Sim:
         out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO_ROOT,
                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
         result = json.loads(out.stdout.strip().splitlines()[-1])
+        t1 = time.monotonic()
         cpu1 = sum(_cpu_seconds(p) for p in pids)
         r1 = self._redis_totals()
         token_file.unlink()
@@ -260,7 +280,7 @@ class Sim:
             cpu1 - cpu0, r1[0] - r0[0], r1[1] - r0[1], r1[2] - r0[2], r1[3] - r0[3],
             state, tally, r1[4] - r0[4], int(result["bytes_sent"]),
             int(result["bytes_received"]), len(units),
-            _checks(metrics, devices, batch), mint_seconds,
+            _checks(metrics, devices, batch), mint_seconds, self.probe.speed(t0, t1),
         )
 
 
@@ -269,7 +289,8 @@ def run_table(runs: list[Run]) -> list[tuple[str, ...]]:
     return [(
         f"{r.devices:,} x {r.metrics}", f"{r.reports / r.requests:,.0f}", f"{r.reports:,}",
         f"{r.accepted:,}" + (f" ({r.errors} errors)" if r.errors else ""),
-        f"{r.reports / r.seconds:,.0f}", f"{r.collector_us:.1f}", f"{r.redis_us:.1f}",
+        f"{r.reports / r.seconds:,.0f}", f"{r.speed_ms:.2f}", f"{r.collector_us:.1f}",
+        f"{r.redis_us:.1f}",
         f"{r.script_calls / r.reports:.2f}", f"{r.script_usec / max(r.script_calls, 1):.1f}",
         f"{r.per_report(r.state_bytes):.1f}", f"{r.per_report(r.used_memory):.1f}",
         f"{r.per_report(r.bytes_sent):.0f} / {r.per_report(r.bytes_received):.0f}",
@@ -277,9 +298,45 @@ def run_table(runs: list[Run]) -> list[tuple[str, ...]]:
 
 
 RUN_HEADER = ("devices x metrics", "reports/request", "reports", "accepted", "reports/s",
-              "collector CPU us/report", "Redis CPU us/report", "script calls/report",
+              "speed (ms/unit)", "collector CPU us/report", "Redis CPU us/report",
+              "script calls/report",
               "us/script call (in Redis)",
               "state B/report", "used_memory B/report", "wire B/report (up / down)")
+
+
+def _report(costs: Any, runs: list[Run]) -> None:
+    """Print the runs, the model against them and the model's tables."""
+    from benchmarks import capacity
+    from benchmarks._table import table
+
+    print("\n" + table(RUN_HEADER, run_table(list(costs.runs) + runs)))
+    print("\n" + capacity.check_table(costs, runs))
+    for title, kwargs in capacity.SCENARIOS:
+        print(f"\n{title}:\n\n" + capacity.model_table(costs, **kwargs))
+
+
+def save(path: Path, costs: Any, runs: list[Run]) -> None:
+    """Every run's totals and the costs timed alone (JSON), for ``--refit``."""
+    path.write_text(json.dumps({
+        "calibration": [asdict(r) for r in costs.runs],
+        "runs": [asdict(r) for r in runs],
+        "costs": {k: v for k, v in asdict(costs).items() if k != "runs"},
+    }, indent=1))
+
+
+def load(path: Path) -> tuple[Any, list[Run]]:
+    """``save``'s file -> (costs refitted to its calibration runs, the other runs)."""
+    from benchmarks import capacity
+    from benchmarks.unit_costs import Slot
+
+    data = json.loads(path.read_text())
+    fields = dict(data["costs"])
+    fields.update(slots=tuple(Slot(**slot) for slot in fields["slots"]),
+                  runs=tuple(Run(**run) for run in data["calibration"]))
+    for pair in ("collector", "redis", "up", "down"):
+        fields[pair] = tuple(fields[pair])
+    costs = capacity.Costs(**fields)
+    return capacity.refit(costs, costs.runs), [Run(**run) for run in data["runs"]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,7 +353,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="metrics per device in device-batch runs (one Redis call each, at once)")
     ap.add_argument("--batch", type=int, default=1000, help="reports per relay batch")
     ap.add_argument("--key-bits", type=int, default=2048, help="issuer key size")
+    ap.add_argument("--save", type=Path, default=None,
+                    help="write every run's totals here (JSON), to refit without rerunning")
+    ap.add_argument("--refit", type=Path, default=None,
+                    help="run nothing: refit the model to a --save file and print the tables")
     args = ap.parse_args(argv)
+    if args.refit:
+        costs, runs = load(args.refit)
+        print(capacity.costs_table(costs) + "\n\n" + capacity.check_table(costs, costs.runs))
+        _report(costs, runs)
+        return 0
     plan = [(int(float(s)), args.device_metrics, 0) for s in args.device_sizes.split(",") if s]
     plan += [(int(float(s)), args.metrics, args.batch) for s in args.sizes.split(",") if s]
     today = int(time.time() // 86400)
@@ -305,20 +371,16 @@ def main(argv: list[str] | None = None) -> int:
         sim = Sim.start(Path(tmp), args.metrics, key_bits=args.key_bits)
         try:
             epochs = [today + 1 - i for i in range(ACCEPT_HOURS // 24)]
-            costs = capacity.calibrate(sim.run, epochs[-6:], args.key_bits)
-            before = capacity.refit(costs, costs.runs[:4], hits=False)
+            costs = capacity.calibrate(sim.run, epochs[-7:], args.key_bits, sim.probe)
             print(capacity.costs_table(costs), flush=True)
             print("\n" + capacity.check_table(costs, costs.runs), flush=True)
             runs: list[Run] = []
             for (n, metrics, batch), epoch in zip(plan, epochs, strict=False):
                 runs.append(sim.run(metrics, n // metrics, epoch, batch=batch, seed=len(runs)))
                 print(table(RUN_HEADER, run_table(runs[-1:])), flush=True)
-            print("\n" + table(RUN_HEADER, run_table(list(costs.runs) + runs)))
-            print("\n" + capacity.check_table(costs, runs))
-            print("\nThe same fleets against the model fitted without the repeated-token fleet "
-                  "(four calibration fleets, no h):\n\n" + capacity.check_table(before, runs))
-            for title, kwargs in capacity.SCENARIOS:
-                print(f"\n{title}:\n\n" + capacity.model_table(costs, **kwargs))
+            if args.save:
+                save(args.save, costs, runs)
+            _report(costs, runs)
         finally:
             sim.stop()
     print(f"load average at end: {os.getloadavg()[0]:.2f}")

@@ -10,19 +10,35 @@ into a 3-master Redis Cluster: ``benchmarks/bench_cluster_sim.py``):
 
 where a Redis command is one ingest script call (one per (metric, epoch,
 shard) slot of the batch) or one write of the read index (one per metric of
-the batch, cluster mode); ``v`` (OpenSSL RSASSA-PSS, 2048 bits) is timed
-alone; ``h`` is what a token costs when a worker's cache of verified tokens
-already holds it (a relay's batches carry each device's token once per metric),
-timed alone too (``Verifier.check_all`` over a batch of cached tokens: fitted
-with the others it came out negative, -4.4 us, below what small fleets
-resolve).  Memory:
-the per-report state of a slot holding n reports is
+the batch, cluster mode); ``v`` is a token checked (OpenSSL RSASSA-PSS, 2048
+bits, and what the server does around it) and ``h`` a token found in a
+worker's cache of verified tokens (a relay's batches carry each device's token
+once per metric).  ``v`` is fitted in the server with a, b, c: timed alone
+it came out lower than in the server (a check 50 us alone against 64 in the
+server, in one run), and b absorbed the rest, moving fourfold between two
+runs; the relay fleets with fresh tokens and with each device's token
+repeated over 20 and over 100 metrics' batches pin it.  ``h`` cannot be fitted
+with them: every report of a relay batch is a check or a cache answer, so
+those fleets fix b + h (b apart only through a request's few commands), and
+device fleets (one script call and one index write per report) b + 2c;
+fitting all five to measured fleets gave coefficients of +-2 million us that
+cancel.  So ``h`` is timed alone (``unit_costs.hit_us``).
+Memory: the per-report state of a slot holding n reports is
 ``bucket_bytes * B * (1 - exp(-n / B)) + rest_bytes * n`` (B = 65,536 buckets),
 fitted from ``MEMORY USAGE`` of slots filled to several depths, which also
 give the Redis CPU of a script call as the buckets fill (where the flat model
 ends); the counters are ``MEMORY USAGE`` of the simulated tally hashes.  The
 issuer's CPU per token (``TokenKey.blind_sign``, 2048 bits) and the
 aggregator's time per estimate are timed alone.
+
+The machine's speed is part of every measurement: this shared machine's cores
+run the same code 1.5x slower from one second to the next and 2x slower from
+one hour to the next (``benchmarks/speed.py``).  So every CPU cost (a fleet's,
+and ``v`` and ``h`` timed alone) is scaled to one reference speed, the median
+speed of the calibration fleets, by the speed a probe measured while it ran:
+``cost * ref_ms / speed_ms``.  The model's coefficients are microseconds at that
+speed, and ``check_table`` compares each fleet at that speed (it shows the
+measured cost and the speed too).
 
 Deployment assumptions (stated, change them here): every device sends its
 reports of a day in one request (an SDK flush); peak-to-average ``PEAK``;
@@ -40,14 +56,19 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from benchmarks._table import table
 from benchmarks.bench_cluster_sim import Run
 from benchmarks.unit_costs import Slot, estimate_ms, hit_us, sign_ms, slot_profile, verify_us
+
+if TYPE_CHECKING:
+    from benchmarks.speed import Probe
 
 __all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict", "refit"]
 
@@ -75,7 +96,7 @@ class Costs:
     """The model's measured coefficients (see the module docstring)."""
 
     collector: tuple[float, float, float]  # a, b, c in us
-    verify_us: float
+    verify_us: float  # v, fitted in the server (the simulation's key size)
     redis: tuple[float, float, float]  # p, q, r in us
     up: tuple[float, float]  # bytes per request, per report (device batches)
     down: tuple[float, float]
@@ -89,10 +110,22 @@ class Costs:
     key_bits: int
     deploy_verify_us: float  # the same check with a 2048-bit key (the deployed size)
     hit_us: float = 0.0  # h: a token answered by the verifier's cache
+    ref_ms: float = 0.0  # the speed the CPU costs are at (ms per speed unit; 0: as measured)
+    alone_verify_us: float = 0.0  # v timed alone (OpenSSL only), for comparison
 
 
 def _commands(run: Run) -> float:
     return (run.script_calls + run.index_calls) / run.requests
+
+
+def at_ref(ref_ms: float, speed_ms: float) -> float:
+    """The factor that takes a CPU cost measured at ``speed_ms`` to the reference
+    speed (1 if either was not probed).
+
+    >>> at_ref(10.0, 15.0), at_ref(0.0, 15.0)
+    (0.6666666666666666, 1.0)
+    """
+    return ref_ms / speed_ms if ref_ms > 0 and speed_ms > 0 else 1.0
 
 
 def predict(costs: Costs, reports: float, commands: float, tokens: float,
@@ -107,46 +140,77 @@ def predict(costs: Costs, reports: float, commands: float, tokens: float,
             (p + q * reports + r * commands) / reports)
 
 
-def _fit(runs: Sequence[Run], y: Callable[[Run], float]) -> tuple[float, float, float]:
-    """Least squares of ``y`` (per request) on (1, reports, commands), each run
-    weighted by 1 / its value: the relative errors are what is minimised."""
-    ys = np.array([y(r) for r in runs])
-    x = np.array([[1.0, r.reports / r.requests, _commands(r)] for r in runs]) / ys[:, None]
-    a, b, c = np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0]
-    return float(a), float(b), float(c)
+Column = Callable[[Run], float]
+_SHAPE: tuple[Column, ...] = (lambda r: 1.0, lambda r: r.reports / r.requests, _commands)
 
 
-def _collector_fit(runs: Sequence[Run], v: float, h: float) -> tuple[float, float, float]:
-    """a, b, c: collector CPU per request less the token checks (``v`` each) and the
-    cache answers (``h`` each), both timed alone."""
-    return _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
-                - (v * r.checks + h * r.hits) / r.requests)
+def _fit(runs: Sequence[Run], y: Column, columns: Sequence[Column],
+         ref_ms: float = 0.0) -> tuple[float, ...]:
+    """Least squares of ``y`` (per request, at the reference speed) on ``columns``
+    (per request), each run weighted by 1 / its value: the relative errors are what
+    is minimised."""
+    ys = np.array([y(r) * at_ref(ref_ms, r.speed_ms) for r in runs])
+    x = np.array([[f(r) for f in columns] for r in runs]) / ys[:, None]
+    return tuple(float(t) for t in np.linalg.lstsq(x, np.ones(len(runs)), rcond=None)[0])
 
 
-def refit(costs: Costs, runs: Sequence[Run], hits: bool) -> Costs:
-    """``costs`` with a, b, c and p, q, r fitted to ``runs``; without ``hits`` the
-    cache answers cost nothing apart (h = 0): the model as it was before h, for the
-    record.  ``v`` and ``h`` stay as timed."""
-    h = costs.hit_us if hits else 0.0
-    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
-    return replace(costs, collector=_collector_fit(runs, costs.verify_us, h), hit_us=h,
-                   redis=red)
+def _collector_fit(runs: Sequence[Run], h: float,
+                   ref_ms: float = 0.0) -> tuple[float, float, float, float]:
+    """a, b, c, v: collector CPU per request (at the reference speed) less the cache
+    answers (``h`` each, timed alone) on (1, reports, commands, token checks)."""
+    a, b, c, v = _fit(runs, lambda r: 1e6 * r.collector_cpu / r.requests
+                      - h * r.hits / r.requests / at_ref(ref_ms, r.speed_ms),
+                      (*_SHAPE, lambda r: r.checks / r.requests), ref_ms)
+    return a, b, c, v
 
 
-def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048) -> Costs:
-    """Fleets of five shapes (1, 20 and 100 metrics per device; relay batches of 1000
-    with fresh tokens, and with each token repeated in 20 metrics' batches as a relay
-    sends them), after a warm-up fleet, then the costs timed alone; ``run`` is
-    ``Sim.run``, one epoch each (six).  The relay fleets hold 10^5 reports each: at
+def _redis_fit(runs: Sequence[Run], ref_ms: float) -> tuple[float, float, float]:
+    p, q, r = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests, _SHAPE, ref_ms)
+    return p, q, r
+
+
+def refit(costs: Costs, runs: Sequence[Run]) -> Costs:
+    """``costs`` with a, b, c, v and p, q, r fitted to ``runs`` (``h`` as timed); the
+    deployed key size's v keeps its ratio to v."""
+    h = costs.hit_us
+    a, b, c, v = _collector_fit(runs, h, costs.ref_ms)
+    deploy = costs.deploy_verify_us * v / costs.verify_us if costs.verify_us else v
+    return replace(costs, collector=(a, b, c), verify_us=v, deploy_verify_us=deploy,
+                   hit_us=h, redis=_redis_fit(runs, costs.ref_ms))
+
+
+def _timed(probe: Probe | None, ref_ms: float, cost: Callable[[], float]) -> float:
+    """``cost()`` (a CPU cost timed alone) at the reference speed."""
+    t0 = time.monotonic()
+    value = cost()
+    if probe is None:
+        return value
+    return value * at_ref(ref_ms, probe.speed(t0, time.monotonic()))
+
+
+def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048,
+              probe: Probe | None = None) -> Costs:
+    """Fleets of six shapes (1, 20 and 100 metrics per device; relay batches of 1000
+    with fresh tokens, and with each token repeated in 20 and in 100 metrics' batches
+    as a relay sends them), after a warm-up fleet, then the costs timed alone; ``run``
+    is ``Sim.run``, one epoch each (seven).  The relay fleets hold 10^5 reports each: at
     ~5 us of Redis CPU per report, 10^4 gave Redis 50 ms to measure, a few of its
-    accounting ticks (q came out 4.5 us with either size: docs/tokens.md)."""
+    accounting ticks (q came out 4.5 us with either size: docs/tokens.md).  The
+    device fleets last a few seconds each, so that the speed probe (``probe``, which
+    sets the reference speed: module docstring) samples each many times."""
     run(10, 100, epochs[4], seed=9)
-    runs = (run(1, 1000, epochs[0]), run(20, 100, epochs[1], seed=1),
-            run(100, 30, epochs[2], seed=2), run(1, 100_000, epochs[3], batch=1000, seed=3),
-            run(20, 5_000, epochs[5], batch=1000, seed=4))
-    v, h = verify_us(key_bits), hit_us(key_bits)
-    collector = _collector_fit(runs, v, h)
-    red = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests)
+    runs = (run(1, 3000, epochs[0]), run(20, 300, epochs[1], seed=1),
+            run(100, 100, epochs[2], seed=2), run(1, 100_000, epochs[3], batch=1000, seed=3),
+            run(20, 5_000, epochs[5], batch=1000, seed=4),
+            run(100, 1_000, epochs[6], batch=1000, seed=5))
+    speeds = [r.speed_ms for r in runs]
+    ref = statistics.median(speeds) if probe is not None and min(speeds) > 0 else 0.0
+    alone = _timed(probe, ref, lambda: verify_us(key_bits))
+    h = _timed(probe, ref, lambda: hit_us(key_bits))
+    a, b, c, v = _collector_fit(runs, h, ref)
+    # the deployed key size: v scaled by the two sizes' costs timed alone
+    deploy = v if key_bits == 2048 else v * _timed(probe, ref, verify_us) / alone
+    red = _redis_fit(runs, ref)
     device = [r for r in runs if r.batch == 0]
     x = np.array([[1.0, r.reports / r.requests] for r in device])
     up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
@@ -158,10 +222,9 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     rest = (deeper.bytes_per_bucket - deep.bytes_per_bucket) / (deeper.depth - deep.depth)
     bucket = slots[0].bytes_per_bucket - rest * slots[0].depth
     tally = statistics.median(r.tally_bytes / r.metrics for r in runs)
-    return Costs(collector, v, red, (float(up[0]), float(up[1])),
+    return Costs((a, b, c), v, red, (float(up[0]), float(up[1])),
                  (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
-                 estimate_ms(), tuple(slots), runs, key_bits,
-                 v if key_bits == 2048 else verify_us(2048), h)
+                 estimate_ms(), tuple(slots), runs, key_bits, deploy, h, ref, alone)
 
 
 def state_bytes(costs: Costs, n_slot: float) -> float:
@@ -174,10 +237,15 @@ def costs_table(costs: Costs) -> str:
     a, b, c = costs.collector
     p, q, r = costs.redis
     rows = [
+        ("reference speed (median of the calibration fleets'; benchmarks/speed.py)",
+         f"{costs.ref_ms:.2f} ms per unit"),
         ("collector CPU per request / report / Redis command", f"{a:.0f} / {b:.1f} / {c:.1f} us"),
-        (f"collector CPU per token check ({costs.key_bits} / 2048 bits)",
+        (f"collector CPU per token check ({costs.key_bits} / 2048 bits; fitted in the server)",
          f"{costs.verify_us:.1f} / {costs.deploy_verify_us:.1f} us"),
-        ("collector CPU per token found in the verifier's cache (h)", f"{costs.hit_us:.1f} us"),
+        (f"the same check timed alone (OpenSSL only, {costs.key_bits} bits)",
+         f"{costs.alone_verify_us:.1f} us"),
+        ("collector CPU per token found in the verifier's cache (h; timed alone)",
+         f"{costs.hit_us:.1f} us"),
         ("Redis CPU per request / report / command", f"{p:.1f} / {q:.1f} / {r:.1f} us"),
         ("upload per request / report (device batch, gzip)",
          f"{costs.up[0]:.0f} / {costs.up[1]:.0f} B"),
@@ -196,18 +264,24 @@ def costs_table(costs: Costs) -> str:
 
 
 def check_table(costs: Costs, runs: Sequence[Run]) -> str:
-    """Each simulated fleet against the model's prediction for its shape."""
+    """Each simulated fleet against the model's prediction for its shape: the cost
+    measured, the same at the reference speed (the check), and the error of each."""
     rows = []
     for run in runs:
         col, red = predict(costs, run.reports / run.requests, _commands(run),
                            run.checks / run.requests, hits=run.hits / run.requests)
+        k = at_ref(costs.ref_ms, run.speed_ms)
         rows.append((
-            f"{run.reports:,}", f"{run.reports / run.requests:,.0f}",
-            f"{run.collector_us:.1f}", f"{col:.1f}", f"{run.collector_us / col - 1:+.0%}",
-            f"{run.redis_us:.1f}", f"{red:.1f}", f"{run.redis_us / red - 1:+.0%}",
+            f"{run.reports:,}", f"{run.reports / run.requests:,.0f}", f"{run.speed_ms:.2f}",
+            f"{run.collector_us:.1f}", f"{k * run.collector_us:.1f}", f"{col:.1f}",
+            f"{k * run.collector_us / col - 1:+.0%}", f"{run.collector_us / col - 1:+.0%}",
+            f"{run.redis_us:.1f}", f"{k * run.redis_us:.1f}", f"{red:.1f}",
+            f"{k * run.redis_us / red - 1:+.0%}", f"{run.redis_us / red - 1:+.0%}",
         ))
-    return table(("reports", "reports/request", "collector us/report measured", "model",
-                  "error", "Redis us/report measured", "model", "error"), rows)
+    return table(("reports", "reports/request", "speed ms/unit",
+                  "collector us/report measured", "at ref speed", "model", "error",
+                  "error as measured", "Redis us/report measured", "at ref speed", "model",
+                  "error", "error as measured"), rows)
 
 
 def shards_for(devices: float) -> int:

@@ -214,10 +214,16 @@ def _fleet_run(metrics: int, devices: int, batch: int, cpu: object) -> object:
                0.5 * reports * 1e-5, scripts, 1.0, index, 1, 1, 1, 1, 1, devices, checks, 0.0)
 
 
+#: The shapes of ``capacity.calibrate``'s fleets: (metrics, devices, batch).
+SHAPES = ((1, 1000, 0), (20, 100, 0), (100, 30, 0), (1, 10_000, 1000), (20, 500, 1000),
+          (100, 100, 1000))
+
+
 def test_capacity_fit_recovers_the_cost_of_a_cached_token() -> None:
-    """Fleets whose collector CPU follows the model exactly, with h = 5 us per cache hit
-    (h timed alone, as ``unit_costs.hit_us`` does): the fit recovers a, b, c; without h
-    (the model before) the relay fleet whose tokens repeat is under-predicted."""
+    """Fleets of the calibration's six shapes whose collector CPU follows the model
+    exactly, with h = 5 us per cache answer (timed alone, as ``unit_costs.hit_us``
+    does): the fit recovers a, b, c and v, and predicts a relay fleet of another
+    shape whose tokens repeat."""
     from dataclasses import replace
 
     from benchmarks import capacity
@@ -227,19 +233,92 @@ def test_capacity_fit_recovers_the_cost_of_a_cached_token() -> None:
     def cpu(requests: int, reports: int, commands: int, checks: int, hits: int) -> float:
         return (a * requests + b * reports + c * commands + v * checks + h * hits) / 1e6
 
-    shapes = ((1, 1000, 0), (20, 100, 0), (100, 30, 0), (1, 10_000, 1000), (20, 500, 1000))
-    runs = [_fleet_run(m, d, batch, cpu) for m, d, batch in shapes]
-    costs = replace(_capacity_costs(), runs=tuple(runs), verify_us=v, hit_us=h)
+    runs = [_fleet_run(m, d, batch, cpu) for m, d, batch in SHAPES]
+    costs = replace(_capacity_costs(), runs=tuple(runs), hit_us=h)
     assert isinstance(costs, capacity.Costs)
-    fitted = capacity.refit(costs, costs.runs, hits=True)
+    fitted = capacity.refit(costs, costs.runs)
     assert fitted.collector == pytest.approx((a, b, c), rel=1e-6)
-    assert fitted.hit_us == h
+    assert (fitted.verify_us, fitted.hit_us) == pytest.approx((v, h), rel=1e-6)
     relay = _fleet_run(200, 500, 1000, cpu)
     assert relay.hits == 200 * 500 - relay.checks > 0  # type: ignore[attr-defined]
-    before = capacity.refit(costs, costs.runs[:4], hits=False)
-    rows = [capacity.check_table(k, [relay]).splitlines()[-1] for k in (fitted, before)]
-    errors = [float(row.split("|")[5].strip().rstrip("%")) for row in rows]
-    assert errors[0] == 0 and errors[1] > 0
+    column = [h.strip() for h in capacity.check_table(fitted, []).splitlines()[0].split("|")]
+    row = capacity.check_table(fitted, [relay]).splitlines()[-1].split("|")
+    assert float(row[column.index("error")].strip().rstrip("%")) == 0
+
+
+def test_capacity_fit_takes_every_fleet_to_the_reference_speed() -> None:
+    """Fleets whose collector and Redis CPU follow the model at the reference speed,
+    each measured on a machine that ran at another speed (CPU cost proportional to
+    ms per probe unit): the fit at the reference speed recovers a, b, c and p, q, r,
+    and the check table's error at the reference speed is 0 where the error as
+    measured is not."""
+    from dataclasses import replace
+
+    from benchmarks import capacity
+
+    a, b, c, v, h, ref = 1000.0, 20.0, 200.0, 50.0, 5.0, 10.0
+
+    def cpu(requests: int, reports: int, commands: int, checks: int, hits: int) -> float:
+        return (a * requests + b * reports + c * commands + v * checks + h * hits) / 1e6
+
+    runs = []
+    for (m, d, batch), speed in zip(SHAPES, (9.0, 14.0, 10.0, 12.5, 10.0, 11.0), strict=True):
+        run = _fleet_run(m, d, batch, cpu)
+        slow = speed / ref
+        runs.append(replace(run, collector_cpu=run.collector_cpu * slow,  # type: ignore[type-var]
+                            redis_cpu=run.redis_cpu * slow, speed_ms=speed))
+    costs = replace(_capacity_costs(), runs=tuple(runs), hit_us=h, ref_ms=ref)
+    assert isinstance(costs, capacity.Costs)
+    fitted = capacity.refit(costs, costs.runs)
+    assert fitted.collector == pytest.approx((a, b, c), rel=1e-6)
+    assert (fitted.verify_us, fitted.hit_us) == pytest.approx((v, h), rel=1e-6)
+    assert fitted.redis == pytest.approx((0.0, 5.0, 0.0), abs=1e-6)
+    text = capacity.check_table(fitted, [runs[1]])
+    column = [name.strip() for name in text.splitlines()[0].split("|")]
+    row = [cell.strip() for cell in text.splitlines()[-1].split("|")]
+    def error(name: str) -> float:
+        return float(row[column.index(name)].rstrip("%"))
+
+    assert error("error") == 0 and error("error as measured") == 40
+
+
+def test_cluster_sim_refits_a_saved_run(tmp_path: Path) -> None:
+    """``--save`` then ``--refit``: the same runs come back and the model refitted to
+    the saved calibration fleets is the one fitted before saving."""
+    from dataclasses import replace
+
+    from benchmarks import bench_cluster_sim, capacity
+
+    def cpu(requests: int, reports: int, commands: int, checks: int, hits: int) -> float:
+        return (900 * requests + 15 * reports + 150 * commands + 60 * checks + 3 * hits) / 1e6
+
+    runs = [_fleet_run(m, d, batch, cpu) for m, d, batch in SHAPES]
+    base = replace(_capacity_costs(), runs=tuple(runs), hit_us=3.0)
+    assert isinstance(base, capacity.Costs)
+    costs = capacity.refit(base, base.runs)
+    relay = _fleet_run(200, 500, 1000, cpu)
+    path = tmp_path / "runs.json"
+    bench_cluster_sim.save(path, costs, [relay])  # type: ignore[list-item]
+    loaded, others = bench_cluster_sim.load(path)
+    assert others == [relay] and loaded.runs == costs.runs
+    assert loaded.collector == pytest.approx(costs.collector) and loaded.slots == costs.slots
+    assert bench_cluster_sim.main(["--refit", str(path)]) == 0
+
+
+def test_speed_probe_samples_the_reference_unit() -> None:
+    """The probe's side process records CPU ms per unit on the monotonic clock; a
+    window over its life holds positive samples, and one before it gets the nearest."""
+    from benchmarks.speed import Probe, unit_ms
+
+    assert unit_ms() > 0
+    before = time.monotonic() - 60
+    with Probe.start(interval=0.01) as probe:
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        inside = probe.speed(t0, time.monotonic())
+        nearest = probe.speed(before, before + 1)
+    assert inside > 0 and nearest > 0
+    assert probe.process.returncode is not None
 
 
 def test_fleet_sends_each_device_metric_once_in_either_shape() -> None:
