@@ -108,6 +108,9 @@ class Run:
     mint_seconds: float
     #: the machine's speed while the fleet ran: CPU ms per ``speed.unit_ms`` (0: not probed)
     speed_ms: float = 0.0
+    #: CPU s of the masters' forked children (append-only-file rewrites), apart from
+    #: ``redis_cpu``: ``INFO cpu`` used_cpu_*_children
+    redis_child_cpu: float = 0.0
 
     def per_report(self, total: float) -> float:
         return total / max(self.reports, 1)
@@ -211,13 +214,16 @@ class Sim:
     def _nodes(self) -> list[redis.Redis]:
         return [redis.Redis(port=s.port) for s in self.cluster.servers]
 
-    def _redis_totals(self) -> tuple[float, int, float, int, int]:
-        """(CPU s, script calls, usec in scripts, SADDs, used_memory) over the masters."""
-        cpu, calls, usec, sadds, memory = 0.0, 0, 0.0, 0, 0
+    def _redis_totals(self) -> tuple[float, int, float, int, int, float]:
+        """(CPU s, script calls, usec in scripts, SADDs, used_memory, children's CPU s)
+        over the masters."""
+        cpu, calls, usec, sadds, memory, children = 0.0, 0, 0.0, 0, 0, 0.0
         for node in self._nodes():
             with node:
                 info = node.info("cpu")
                 cpu += float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+                children += (float(info["used_cpu_user_children"])
+                             + float(info["used_cpu_sys_children"]))
                 for name, stat in node.info("commandstats").items():
                     if name == "cmdstat_sadd":
                         sadds += int(stat["calls"])
@@ -225,7 +231,7 @@ class Sim:
                         calls += int(stat["calls"])
                         usec += float(stat["usec"])
                 memory += int(node.info("memory")["used_memory"])
-        return cpu, calls, usec, sadds, memory
+        return cpu, calls, usec, sadds, memory, children
 
     def _key_bytes(self, epoch: int) -> tuple[int, int]:
         """MEMORY USAGE of the epoch's state (``:d``) and tally (``:t``) hashes."""
@@ -281,6 +287,7 @@ class Sim:
             state, tally, r1[4] - r0[4], int(result["bytes_sent"]),
             int(result["bytes_received"]), len(units),
             _checks(metrics, devices, batch), mint_seconds, self.probe.speed(t0, t1),
+            r1[5] - r0[5],
         )
 
 
@@ -290,7 +297,7 @@ def run_table(runs: list[Run]) -> list[tuple[str, ...]]:
         f"{r.devices:,} x {r.metrics}", f"{r.reports / r.requests:,.0f}", f"{r.reports:,}",
         f"{r.accepted:,}" + (f" ({r.errors} errors)" if r.errors else ""),
         f"{r.reports / r.seconds:,.0f}", f"{r.speed_ms:.2f}", f"{r.collector_us:.1f}",
-        f"{r.redis_us:.1f}",
+        f"{r.redis_us:.1f}", f"{1e6 * r.per_report(r.redis_child_cpu):.1f}",
         f"{r.script_calls / r.reports:.2f}", f"{r.script_usec / max(r.script_calls, 1):.1f}",
         f"{r.per_report(r.state_bytes):.1f}", f"{r.per_report(r.used_memory):.1f}",
         f"{r.per_report(r.bytes_sent):.0f} / {r.per_report(r.bytes_received):.0f}",
@@ -299,6 +306,7 @@ def run_table(runs: list[Run]) -> list[tuple[str, ...]]:
 
 RUN_HEADER = ("devices x metrics", "reports/request", "reports", "accepted", "reports/s",
               "speed (ms/unit)", "collector CPU us/report", "Redis CPU us/report",
+              "Redis children CPU us/report",
               "script calls/report",
               "us/script call (in Redis)",
               "state B/report", "used_memory B/report", "wire B/report (up / down)")
