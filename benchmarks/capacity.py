@@ -70,7 +70,8 @@ from benchmarks.unit_costs import Slot, estimate_ms, hit_us, sign_ms, slot_profi
 if TYPE_CHECKING:
     from benchmarks.speed import Probe
 
-__all__ = ["Costs", "calibrate", "check_table", "costs_table", "model_table", "predict", "refit"]
+__all__ = ["Costs", "at_ref", "calibrate", "check_table", "costs_table", "model_table", "predict",
+           "refit"]
 
 PEAK = 3.0
 UTIL = 0.6
