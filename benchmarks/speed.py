@@ -22,6 +22,7 @@ It costs ~2 % of one core at the default interval.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -58,7 +59,9 @@ class Probe:
         tmp = tempfile.TemporaryDirectory(prefix="ldp-speed-")
         path = Path(tmp.name) / "samples.txt"
         process = subprocess.Popen(
-            [sys.executable, __file__, "--out", str(path), "--interval", str(interval)])
+            [sys.executable, __file__, "--out", str(path), "--interval", str(interval),
+             "--parent", str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         probe = cls(process, path, tmp)
         deadline = time.monotonic() + 10
         while not probe._samples() and time.monotonic() < deadline:
@@ -104,9 +107,10 @@ def _main() -> None:
     ap = argparse.ArgumentParser(description="sample unit_ms() into a file")
     ap.add_argument("--out", required=True)
     ap.add_argument("--interval", type=float, default=0.05)
+    ap.add_argument("--parent", type=int, default=0, help="exit when this process is gone")
     args = ap.parse_args()
     with open(args.out, "a", buffering=1) as out:
-        while True:
+        while not args.parent or os.getppid() == args.parent:
             ms = unit_ms()
             out.write(f"{time.monotonic():.4f} {ms:.4f}\n")
             time.sleep(args.interval)

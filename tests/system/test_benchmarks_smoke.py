@@ -305,6 +305,27 @@ def test_cluster_sim_refits_a_saved_run(tmp_path: Path) -> None:
     assert bench_cluster_sim.main(["--refit", str(path)]) == 0
 
 
+def test_speed_probe_exits_when_its_parent_dies() -> None:
+    """A benchmark killed before it stops its probe leaves no sampler behind: the
+    side process exits once its parent is gone."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys; sys.path.insert(0, '.'); from benchmarks.speed import Probe; "
+            "print(Probe.start(interval=0.01).process.pid, flush=True); os._exit(0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True, cwd=Path(__file__).resolve().parents[2])
+    pid = int(out.stdout.split()[-1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{pid}/stat")
+        if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the probe {pid} outlived its parent by 10 s")
+
+
 def test_speed_probe_samples_the_reference_unit() -> None:
     """The probe's side process records CPU ms per unit on the monotonic clock; a
     window over its life holds positive samples, and one before it gets the nearest."""
