@@ -5,7 +5,7 @@ Python takes 10 to 15 ms of CPU time from one second to the next on an idle
 machine, and a benchmark an hour later can find everything twice as slow.  A
 cost measured in one run and a cost measured in another are then only
 comparable in the machine's speed of the moment.  ``Probe`` measures that
-speed all along: a side process runs ``unit()`` (a fixed ~1 ms of interpreter
+speed all along: a side process runs ``unit_ms()`` (a fixed ~1 ms of interpreter
 work) every ``interval`` seconds and records the CPU time it took (its own
 thread time: waiting for a core does not count, a slower core does), on the
 system-wide monotonic clock; ``Probe.speed(t0, t1)`` is the mean over a
@@ -14,7 +14,7 @@ comparable across runs (``benchmarks/capacity.py``).
 
     with Probe.start() as probe:
         t0 = time.monotonic(); work(); t1 = time.monotonic()
-        ms = probe.speed(t0, t1)   # CPU ms per unit() while work() ran
+        ms = probe.speed(t0, t1)   # CPU ms per unit_ms() while work() ran
 
 It costs ~2 % of one core at the default interval.
 """
@@ -22,6 +22,7 @@ It costs ~2 % of one core at the default interval.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -109,11 +110,16 @@ def _main() -> None:
     ap.add_argument("--interval", type=float, default=0.05)
     ap.add_argument("--parent", type=int, default=0, help="exit when this process is gone")
     args = ap.parse_args()
-    with open(args.out, "a", buffering=1) as out:
+    out_path = Path(args.out)
+    with out_path.open("a", buffering=1) as out:
         while not args.parent or os.getppid() == args.parent:
             ms = unit_ms()
             out.write(f"{time.monotonic():.4f} {ms:.4f}\n")
             time.sleep(args.interval)
+    # The parent died without ``stop``: nobody will clean its temporary folder up.
+    out_path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        out_path.parent.rmdir()
 
 
 if __name__ == "__main__":

@@ -307,15 +307,19 @@ def test_cluster_sim_refits_a_saved_run(tmp_path: Path) -> None:
 
 def test_speed_probe_exits_when_its_parent_dies() -> None:
     """A benchmark killed before it stops its probe leaves no sampler behind: the
-    side process exits once its parent is gone."""
+    side process exits once its parent is gone, and removes its samples' folder."""
+    import os
+    import signal
     import subprocess
     import sys
 
     code = ("import os, sys; sys.path.insert(0, '.'); from benchmarks.speed import Probe; "
-            "print(Probe.start(interval=0.01).process.pid, flush=True); os._exit(0)")
+            "p = Probe.start(interval=0.01); print(p.process.pid, p.path, flush=True); "
+            "os._exit(0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True, cwd=Path(__file__).resolve().parents[2])
-    pid = int(out.stdout.split()[-1])
+    pid_text, samples = out.stdout.split()[-2:]
+    pid = int(pid_text)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         stat = Path(f"/proc/{pid}/stat")
@@ -323,7 +327,9 @@ def test_speed_probe_exits_when_its_parent_dies() -> None:
             break
         time.sleep(0.05)
     else:
+        os.kill(pid, signal.SIGTERM)  # ours: do not leave it running
         raise AssertionError(f"the probe {pid} outlived its parent by 10 s")
+    assert not Path(samples).parent.exists()
 
 
 def test_speed_probe_samples_the_reference_unit() -> None:
