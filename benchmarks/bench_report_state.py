@@ -14,6 +14,16 @@ and checks that no report was refused (a false duplicate, probability n_slot
 / 2^64 per report: printed).  Digests are uniform random bytes, as the keyed
 BLAKE2b digests of real nonces are.
 
+Then the Redis CPU of that script by how full the slot already is (``fill_profile``):
+calls of 250 reports (a relay batch of 1000 over 4 shards) into 40 slots at once,
+each slot filled to 12,500 reports, with the script as it is and without the
+filler field that makes a new state hash a hash table (``collector.store.schema``),
+on one redis-server with its compiled-in ``hash-max-listpack-entries`` (512).
+Without the filler a slot's hash is a listpack up to 512 buckets, and each field
+the script reads or writes is found by scanning it.  The two scripts' steps
+alternate (ABBA), so a shared machine's drift weighs on both alike; CPU from
+``INFO cpu``.
+
 Run: ``.venv/bin/python benchmarks/bench_report_state.py [--max 1e6]`` (10^7
 takes about a minute and a half on the 2-core reference machine).
 """
@@ -35,7 +45,7 @@ import redis
 from collector.store.schema import INGEST_LUA
 from ldp_server.redis_server import RedisServer
 
-__all__ = ["main", "measure"]
+__all__ = ["FILL_BANDS", "fill_profile", "main", "measure", "without_filler"]
 
 SHARDS = 4
 BATCH = 1000
@@ -82,6 +92,59 @@ def measure(client: redis.Redis, n: int, epoch: int = 20000) -> dict[str, Any]:
     }
 
 
+#: Bands of the reports a slot holds before a call: the listpack (up to 512 buckets),
+#: the conversion, then hash tables.
+FILL_BANDS = ((0, 250), (250, 500), (500, 1500), (1500, 5000), (5000, 12_500))
+
+#: The line of INGEST_LUA that decides whether a state hash is new (and gets the filler).
+_FRESH = "local fresh = redis.call('EXPIREAT', dkey, a1) == 0"
+
+
+def without_filler(script: str = INGEST_LUA) -> str:
+    """The ingest script as it was before the filler field: a new state hash is a
+    listpack (same Redis calls but the one EXPIREAT of a new hash)."""
+    if _FRESH not in script:
+        raise ValueError("INGEST_LUA no longer decides 'fresh' as fill_profile expects")
+    return script.replace(_FRESH, _FRESH + " and false")
+
+
+def _cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def fill_profile(client: redis.Redis, scripts: tuple[str, ...], slots: int = 40,
+                 per_call: int = 250, fill: int = 12_500, rounds: int = 2) -> list[list[float]]:
+    """Redis CPU us per report of each of ``scripts`` (INGEST_LUA's layout), per
+    FILL_BANDS band of the slot's reports before the call; each step is one call of
+    ``per_call`` reports into each of ``slots`` slots (pipelined), the scripts in
+    ABBA order, each into slots of its own."""
+    shas = [client.script_load(script) for script in scripts]
+    expire_at = int(time.time()) + 7 * 86400
+    counters, merged = "0;" * per_call, f"0:{per_call}"
+    cpu = [[0.0] * len(FILL_BANDS) for _ in scripts]
+    reports = [[0] * len(FILL_BANDS) for _ in scripts]
+    step = 0
+    for epoch in range(21000, 21000 + rounds):
+        for before in range(0, fill, per_call):
+            band = next(i for i, (lo, hi) in enumerate(FILL_BANDS) if lo <= before < hi)
+            order = list(range(len(scripts)))
+            step += 1
+            for side in order if step % 2 else order[::-1]:
+                pipe = client.pipeline(transaction=False)
+                for s in range(slots):
+                    tag = f"ldp:{{m:fill{side}x{s}:1:{epoch}:0}}"
+                    pipe.evalsha(shas[side], 3, f"{tag}:t", f"{tag}:d", "ldp:{x:fill:1}:slots",
+                                 expire_at, per_call, os.urandom(8 * per_call), counters, merged,
+                                 expire_at, f"{epoch}:0")
+                start = _cpu(client)
+                pipe.execute()
+                cpu[side][band] += _cpu(client) - start
+                reports[side][band] += slots * per_call
+    return [[1e6 * c / n for c, n in zip(cs, ns, strict=True)]
+            for cs, ns in zip(cpu, reports, strict=True)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max", type=float, default=1e7, help="largest n (default 1e7)")
@@ -100,6 +163,20 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['used_memory_bytes_per_report']:.2f} | {r['encoding']} | "
                       f"{r['refused']} | {r['false_duplicate_per_report']:.1e} | "
                       f"{r['reports_per_second']:,.0f} |", flush=True)
+            client.close()
+        finally:
+            server.stop()
+        print("\nRedis CPU per report by the slot's fill (calls of 250 reports; "
+              "hash-max-listpack-entries as compiled, 512):\n")
+        server = RedisServer.start(Path(folder) / "fill", extra=("--appendonly", "no"))
+        try:
+            client = redis.Redis(port=server.port)
+            now, before = fill_profile(client, (INGEST_LUA, without_filler()))
+            print("| reports in the slot before the call | Redis CPU us/report | "
+                  "without the filler (a listpack up to 512 buckets) | ratio |")
+            print("|---|---:|---:|---:|")
+            for (lo, hi), a, b in zip(FILL_BANDS, now, before, strict=True):
+                print(f"| {lo:,} to {hi - 250:,} | {a:.2f} | {b:.2f} | {b / a:.2f} |", flush=True)
             client.close()
         finally:
             server.stop()

@@ -179,6 +179,24 @@ async def test_per_report_state_and_tallies_expire_after_their_windows(store: St
     assert tally_expire_at == (epoch + 1) * 86400 + store.tally_retention_seconds
 
 
+async def test_a_state_hash_is_a_hash_table_from_its_first_report(store: Store) -> None:
+    """A listpack is scanned by every field look-up (a slot's 251st to 1,500th reports
+    cost 2.4-4.8x the Redis CPU: bench_report_state.py); the filler field "~" keeps
+    the state hash out of it under any hash-max-listpack-entries."""
+    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+    epoch = today()
+    m = spec.build()
+    with _sync(store) as client:
+        assert int(client.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"]) > 1
+        for i in range(2):
+            await store.ingest([ValidReport(spec, epoch, f"{i:032x}", f"{i:064x}", m.counters(1))])
+            keys = list(client.scan_iter(match="ldp:{m:browser:1:*}:d"))  # one per shard hit
+            assert {client.object("encoding", key) for key in keys} == {b"hashtable"}
+            # the filler of each and one bucket per report so far
+            assert sum(client.hlen(key) for key in keys) == len(keys) + i + 1
+            assert {len(client.hget(key, "~") or b"") for key in keys} == {65}
+
+
 async def test_thousands_of_tokens_in_one_slot_count_once_each(redis_url: str) -> None:
     """One shard, 3000 tokens: buckets hold many 6-byte rests, searched aligned;
     every token counts once, every one is a duplicate the second time."""

@@ -401,3 +401,31 @@ def test_hit_us_times_answers_from_the_cache_alone() -> None:
     from benchmarks.unit_costs import hit_us, verify_us
 
     assert 0 < hit_us(count=20, rounds=5) < verify_us(count=20)
+
+
+def test_fill_profile_compares_the_script_with_and_without_its_filler(tmp_path: Path) -> None:
+    """``without_filler`` is the script before the filler field: a new slot's hash is a
+    listpack (under the compiled-in 512 buckets), where the shipped script's is a hash
+    table; ``fill_profile`` times both in every band."""
+    import redis
+
+    from benchmarks.bench_report_state import FILL_BANDS, fill_profile, without_filler
+    from collector.store.schema import INGEST_LUA
+    from ldp_server.redis_server import RedisServer
+
+    with pytest.raises(ValueError, match="fresh"):
+        without_filler("return 1")
+    server = RedisServer.start(tmp_path / "redis", extra=("--appendonly", "no"))
+    try:
+        with redis.Redis(port=server.port) as client:
+            profile = fill_profile(client, (INGEST_LUA, without_filler()), slots=1, rounds=1)
+            assert [len(p) for p in profile] == [len(FILL_BANDS)] * 2
+            assert all(sum(p) > 0 for p in profile)
+            for side, encoding in ((0, b"hashtable"), (1, b"listpack")):
+                args = (3, "ldp:{m:e:1:1:0}:t", f"ldp:{{m:e:1:1:{side}}}:d", "ldp:{x:e:1}:slots",
+                        2**40, 2, bytes(range(16)), "0;0;", "0:2", 2**40, "1:0")
+                script = INGEST_LUA if side == 0 else without_filler()
+                assert client.eval(script, *args) == b"00"
+                assert client.object("encoding", f"ldp:{{m:e:1:1:{side}}}:d") == encoding
+    finally:
+        server.stop()
