@@ -20,7 +20,8 @@ holds a brace or a colon; ``{...}`` is the Redis Cluster hash tag):
                                                    = 2-byte bucket, value = the 6-byte
                                                    rests of the spent-token digests of that
                                                    bucket, concatenated; and "~" -> 65
-                                                   filler bytes (keeps it a hash table);
+                                                   filler bytes (keeps it a hash table)
+                                                   until the slot holds 4,096 reports;
                                                    EXPIREAT the end of the epoch's
                                                    acceptance window + 1 hour
     ldp:{x:<name>:<v>}:i:<epoch>            SET    report-id digests (8 bytes) of the
@@ -127,6 +128,7 @@ _INGEST_SLOT = """
 -- C stack), so a slot's HMGET and HSET go in chunks of 4000 arguments (even: an
 -- HSET chunk holds whole field/value pairs).
 local CHUNK = 4000
+local FILLED = 4096
 local function hmget(key, names)
   local out = {}
   for s = 1, #names, CHUNK do
@@ -174,8 +176,9 @@ local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
   -- EXPIREAT answers 0 for a key not there yet: a new state hash gets the field
   -- "~" (no bucket: those are 2 bytes) with a value over hash-max-listpack-value
   -- (64), so it is a hash table from its first report.  A listpack is scanned by
-  -- every field look-up: the 251st to 1,500th reports of a slot cost 2.4-4.8x
-  -- the Redis CPU under Redis's compiled-in hash-max-listpack-entries of 512.
+  -- every field look-up: the 251st to 1,500th reports of a slot cost 2-6x the
+  -- Redis CPU under Redis's compiled-in hash-max-listpack-entries of 512.  The
+  -- filler goes once the slot holds FILLED reports (below).
   local fresh = redis.call('EXPIREAT', dkey, a1) == 0
   if fresh then
     fields[1] = '~'
@@ -208,6 +211,11 @@ local function slot(tkey, dkey, a1, a2, a3, a4, a5, a6)
   idx[#idx + 1] = 'n'
   inc[#idx] = accepted
   local have = hmget(tkey, idx)
+  -- FILLED reports fill ~4,000 buckets: a hash table even after a reload, under
+  -- any hash-max-listpack-entries below that.  Without the filler a slot whose 65,536
+  -- buckets are all taken keeps a table of 2^16 entries, not 2^17.
+  local before = tonumber(have[#idx]) or 0
+  if before < FILLED and before + accepted >= FILLED then redis.call('HDEL', dkey, '~') end
   local set = {}
   for j = 1, #idx do
     if inc[j] ~= 0 then

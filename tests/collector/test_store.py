@@ -179,22 +179,31 @@ async def test_per_report_state_and_tallies_expire_after_their_windows(store: St
     assert tally_expire_at == (epoch + 1) * 86400 + store.tally_retention_seconds
 
 
-async def test_a_state_hash_is_a_hash_table_from_its_first_report(store: Store) -> None:
+async def test_a_state_hash_is_a_hash_table_from_its_first_report(redis_url: str) -> None:
     """A listpack is scanned by every field look-up (a slot's 251st to 1,500th reports
-    cost 2.4-4.8x the Redis CPU: bench_report_state.py); the filler field "~" keeps
-    the state hash out of it under any hash-max-listpack-entries."""
-    spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
-    epoch = today()
-    m = spec.build()
-    with _sync(store) as client:
-        assert int(client.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"]) > 1
-        for i in range(2):
-            await store.ingest([ValidReport(spec, epoch, f"{i:032x}", f"{i:064x}", m.counters(1))])
-            keys = list(client.scan_iter(match="ldp:{m:browser:1:*}:d"))  # one per shard hit
-            assert {client.object("encoding", key) for key in keys} == {b"hashtable"}
-            # the filler of each and one bucket per report so far
-            assert sum(client.hlen(key) for key in keys) == len(keys) + i + 1
-            assert {len(client.hget(key, "~") or b"") for key in keys} == {65}
+    cost 2-6x the Redis CPU: bench_report_state.py); the filler field "~" keeps the
+    state hash out of it under any hash-max-listpack-entries, until the slot holds
+    4,096 reports (~4,000 buckets: a hash table even after a reload)."""
+    store = Store.connect(redis_url, shards=1)
+    try:
+        spec, _ = await store.create_metric(MetricSpec.from_json(SPECS["browser"]))
+        epoch = today()
+        m = spec.build()
+        reports = [ValidReport(spec, epoch, f"{i:032x}", f"{i:064x}", m.counters(1))
+                   for i in range(4097)]
+        with _sync(store) as client:
+            assert int(client.config_get("hash-max-listpack-entries")
+                       ["hash-max-listpack-entries"]) > 1
+            for lo, hi in ((0, 1), (1, 2), (2, 1000), (1000, 4095), (4095, 4096), (4096, 4097)):
+                assert await store.ingest(reports[lo:hi]) == ["accepted"] * (hi - lo)
+                (key,) = list(client.scan_iter(match="ldp:{m:browser:1:*}:d"))
+                assert client.object("encoding", key) == b"hashtable"
+                filler = client.hget(key, "~")
+                assert len(filler or b"") == (65 if hi < 4096 else 0)
+                # a field per bucket taken so far (at most one per report), and the filler
+                assert 1 <= client.hlen(key) - (filler is not None) <= hi
+    finally:
+        await store.close()
 
 
 async def test_thousands_of_tokens_in_one_slot_count_once_each(redis_url: str) -> None:
