@@ -75,7 +75,7 @@ SPEC: dict[str, Any] = {
     "domain": [f"v{i}" for i in range(fleet.DOMAIN)], "epoch": "day", "min_reports": 1,
 }
 PREFIX = "sim.m"
-ACCEPT_HOURS = 480
+ACCEPT_HOURS = 720
 WORKERS = 2
 CACHE = 65_536  # verified tokens each collector process keeps
 
@@ -187,7 +187,7 @@ class Sim:
                 "LDP_ANALYST_KEYS": ANALYST_KEY,
                 "LDP_TOKEN_KEY_FILE": str(folder / "token_key.pem"),
                 "LDP_RATE_LIMIT_PER_SECOND": "0", "LDP_LOG_LEVEL": "WARNING",
-                # 20 days: each run gets an epoch of its own, from tomorrow back
+                # 30 days: each run gets an epoch of its own, from tomorrow back
                 "LDP_ACCEPTANCE_HOURS": str(ACCEPT_HOURS),
             }
             collector = start_uvicorn("collector.app:create_app", env, folder, workers=workers)
@@ -373,13 +373,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     plan = [(int(float(s)), args.device_metrics, 0) for s in args.device_sizes.split(",") if s]
     plan += [(int(float(s)), args.metrics, args.batch) for s in args.sizes.split(",") if s]
+    # the short fleets (a few seconds each) REPEATS times, in turn; check_table takes medians
+    short = [shape for shape in plan if shape[0] <= 10**5]
+    plan = short * (capacity.REPEATS - 1) + plan
     today = int(time.time() // 86400)
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ldp-sim-") as tmp:
         sim = Sim.start(Path(tmp), args.metrics, key_bits=args.key_bits)
         try:
             epochs = [today + 1 - i for i in range(ACCEPT_HOURS // 24)]
-            costs = capacity.calibrate(sim.run, epochs[-7:], args.key_bits, sim.probe)
+            calibration = 1 + len(capacity.CALIBRATION) * capacity.REPEATS
+            if len(plan) > len(epochs) - calibration:
+                raise SystemExit(f"{len(plan)} fleets and {calibration} calibration fleets "
+                                 f"need more than the {len(epochs)} epochs accepted")
+            costs = capacity.calibrate(sim.run, epochs[-calibration:], args.key_bits, sim.probe)
             print(capacity.costs_table(costs), flush=True)
             print("\n" + capacity.check_table(costs, costs.runs), flush=True)
             runs: list[Run] = []

@@ -282,6 +282,38 @@ def test_capacity_fit_takes_every_fleet_to_the_reference_speed() -> None:
     assert error("error") == 0 and error("error as measured") == 40
 
 
+def test_capacity_fit_and_check_take_each_shapes_median_run() -> None:
+    """Three runs of each calibration shape, one of them in a slow spell (twice the
+    CPU, the probe reading no change): the fit and the check table take each shape's
+    median run, so the spell changes neither."""
+    from dataclasses import replace
+
+    from benchmarks import capacity
+
+    a, b, c, v, h = 1000.0, 20.0, 200.0, 50.0, 5.0
+
+    def cpu(requests: int, reports: int, commands: int, checks: int, hits: int) -> float:
+        return (a * requests + b * reports + c * commands + v * checks + h * hits) / 1e6
+
+    runs = []
+    for i in range(3):
+        for m, d, batch in SHAPES:
+            run = _fleet_run(m, d, batch, cpu)
+            slow = 2.0 if i == (m % 3) else 1.0  # a different repeat for different shapes
+            runs.append(replace(run, collector_cpu=run.collector_cpu * slow,  # type: ignore[type-var]
+                                redis_cpu=run.redis_cpu * slow, epoch=i))
+    costs = replace(_capacity_costs(), runs=tuple(runs), hit_us=h)
+    assert isinstance(costs, capacity.Costs)
+    fitted = capacity.refit(costs, costs.runs)
+    assert fitted.collector == pytest.approx((a, b, c), rel=1e-6)
+    assert fitted.verify_us == pytest.approx(v, rel=1e-6)
+    text = capacity.check_table(fitted, runs)
+    column = [name.strip() for name in text.splitlines()[0].split("|")]
+    rows = [[cell.strip() for cell in line.split("|")] for line in text.splitlines()[2:]]
+    assert [row[column.index("runs")] for row in rows] == ["3"] * len(SHAPES)
+    assert {row[column.index("error")] for row in rows} <= {"+0%", "-0%"}
+
+
 def test_cluster_sim_refits_a_saved_run(tmp_path: Path) -> None:
     """``--save`` then ``--refit``: the same runs come back and the model refitted to
     the saved calibration fleets is the one fitted before saving."""
