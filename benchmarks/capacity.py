@@ -2,7 +2,8 @@
 
 The cost of a request is linear in what it does (fitted by least squares over
 calibration fleets of different shapes through the real collector, 2 workers,
-into a 3-master Redis Cluster: ``benchmarks/bench_cluster_sim.py``):
+into a 3-master Redis Cluster: ``benchmarks/bench_cluster_sim.py``; ``REPEATS``
+runs of each shape, the fit taking each shape's median run):
 
     collector CPU = a + b * reports + c * Redis commands + v * tokens verified
                     + h * tokens found in the verifier's cache
