@@ -169,6 +169,8 @@ def medians(runs: Sequence[Run], cost: Column) -> list[Run]:
 def _at_ref(ref_ms: float, total: Callable[[Run], float]) -> Column:
     """``total`` (us per report) taken to the reference speed."""
     return lambda run: total(run) * at_ref(ref_ms, run.speed_ms)
+
+
 _SHAPE: tuple[Column, ...] = (lambda r: 1.0, lambda r: r.reports / r.requests, _commands)
 
 
