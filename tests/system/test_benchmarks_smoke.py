@@ -423,7 +423,8 @@ def test_cluster_sim_counts_a_tiny_fleet_exactly_once(tmp_path: Path) -> None:
     assert relay.reports == relay.accepted == 60 and relay.requests == 6
     assert relay.script_calls <= 6 * 4  # one call per shard a batch of one metric touches
     for run in (device, relay):
-        assert run.collector_cpu > 0 and run.state_bytes > 0 and run.tally_bytes > 0
+        # /proc counts CPU in clock ticks (10 ms): a fleet of a few ms may read 0
+        assert run.collector_cpu >= 0 and run.state_bytes > 0 and run.tally_bytes > 0
         assert run.bytes_sent > 0 and run.tokens == 20
 
 
