@@ -23,7 +23,8 @@ accounting:
 Each run uses its own epoch, so the state of one run never shares a hash with
 another's.  ``capacity.calibrate`` (small fleets: device batches of 1, 20 and
 100 metrics, relay batches of 1000 with fresh tokens and with each device's token
-repeated over 20 and over 100 metrics, as a relay sends them) gives the model's costs; then device
+repeated over 20 and over 100 metrics, as a relay sends them, and relay batches of
+250: ``capacity.CALIBRATION``) gives the model's costs; then device
 batches (``--device-sizes``, ``--device-metrics`` per device) and relay
 batches (``--sizes``: 1000 devices' reports of one metric per request, metric
 after metric, ``--metrics`` metrics) are compared with its prediction.

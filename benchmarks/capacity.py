@@ -7,7 +7,8 @@ runs of each shape, the fit taking each shape's median run):
 
     collector CPU = a + b * reports + c * Redis commands + v * tokens verified
                     + h * tokens found in the verifier's cache
-    Redis CPU     = p + q * reports + r * Redis commands
+    Redis CPU     = p + q * reports + r * Redis commands + w * tally counters written
+                    + f * reports * ln(fields of the state hash)
 
 where a Redis command is one ingest script call (one per (metric, epoch,
 shard) slot of the batch) or one write of the read index (one per metric of
@@ -24,6 +25,22 @@ those fleets fix b + h (b apart only through a request's few commands), and
 device fleets (one script call and one index write per report) b + 2c;
 fitting all five to measured fleets gave coefficients of +-2 million us that
 cancel.  So ``h`` is timed alone (``unit_costs.hit_us``).
+On the Redis side, a script call reads and writes each tally counter its
+reports touch once: a device's call of one report writes one, a relay's call of
+~250 reports of a GRR metric over 64 values ~64 (``counter_writes``); in every
+calibration fleet that count follows the reports (device fleets) or the
+requests (relay fleets, ~251 per request of 1000), so ``w`` is timed alone too
+(``unit_costs.counter_us``).  A report also costs more the more fields its
+slot's state hash holds (a bigger hash table, more cache misses): the relay
+fleets' Redis CPU per report rose from 2.5 us at 250 reports per slot to 4.0 at
+25,000 in every run of 2026-12-02, which a flat ``q`` averaged away (the
+10^7 fleet, 12,500 per slot, came out 8-26 % over it in five runs of five).
+A script call's cost is also concave in its reports (in-script 180 us for 25,
+550 for 125, 845 for 250), so the calibration has relay batches of 250 as well
+as of 1000 (``CALIBRATION``).  ``f`` is fitted
+with p, q, r on each fleet's mean of ln(fields) over its reports
+(``fill_log``; the table stops growing at 65,536 buckets, where the slot
+profile's depth term takes over).
 Memory: the per-report state of a slot holding n reports is
 ``bucket_bytes * B * (1 - exp(-n / B)) + rest_bytes * n`` (B = 65,536 buckets),
 fitted from ``MEMORY USAGE`` of slots filled to several depths, which also
@@ -66,13 +83,21 @@ import numpy as np
 
 from benchmarks._table import table
 from benchmarks.bench_cluster_sim import Run
-from benchmarks.unit_costs import Slot, estimate_ms, hit_us, sign_ms, slot_profile, verify_us
+from benchmarks.unit_costs import (
+    Slot,
+    counter_us,
+    estimate_ms,
+    hit_us,
+    sign_ms,
+    slot_profile,
+    verify_us,
+)
 
 if TYPE_CHECKING:
     from benchmarks.speed import Probe
 
-__all__ = ["Costs", "at_ref", "calibrate", "check_table", "costs_table", "model_table", "predict",
-           "refit"]
+__all__ = ["Costs", "at_ref", "calibrate", "call_counters", "check_table", "costs_table",
+           "counter_writes", "fill_log", "model_table", "predict", "refit"]
 
 PEAK = 3.0
 UTIL = 0.6
@@ -91,12 +116,13 @@ SCENARIOS: tuple[tuple[str, dict[str, int]], ...] = (
 )
 TOKEN_WIRE_BYTES = 288  # a 2048-bit token: 288 random bytes, in 384 base64url characters
 FLAT_DEPTH = 38  # rests per bucket up to which a script call costs about a fresh one
+DOMAIN = 64  # the simulated metrics' values (GRR; ``fleet.DOMAIN``), one counter per report
 #: Runs of each calibration fleet (and of each check fleet of 10^5 reports or fewer),
 #: on epochs of their own; a shape's cost is the median of its runs.
 REPEATS = 3
 #: The calibration fleets: (metrics, devices, relay batch or 0 for device batches).
 CALIBRATION = ((1, 3000, 0), (20, 300, 0), (100, 100, 0), (1, 100_000, 1000),
-               (20, 5_000, 1000), (100, 1_000, 1000))
+               (20, 5_000, 1000), (100, 1_000, 1000), (100, 1_000, 250))
 
 
 @dataclass(frozen=True)
@@ -120,6 +146,8 @@ class Costs:
     hit_us: float = 0.0  # h: a token answered by the verifier's cache
     ref_ms: float = 0.0  # the speed the CPU costs are at (ms per speed unit; 0: as measured)
     alone_verify_us: float = 0.0  # v timed alone (OpenSSL only), for comparison
+    counter_us: float = 0.0  # w: Redis CPU per tally counter a script call writes (timed alone)
+    fill_us: float = 0.0  # f: Redis CPU per report per unit of ln(fields of its state hash)
 
 
 def _commands(run: Run) -> float:
@@ -137,15 +165,58 @@ def at_ref(ref_ms: float, speed_ms: float) -> float:
 
 
 def predict(costs: Costs, reports: float, commands: float, tokens: float,
-            verify: float | None = None, hits: float = 0.0) -> tuple[float, float]:
+            verify: float | None = None, hits: float = 0.0, counters: float = 0.0,
+            fill: float = 0.0) -> tuple[float, float]:
     """(collector us, Redis us) per report for requests of that shape: ``tokens``
     checked, ``hits`` answered by the verifier's cache (``verify``: us per token
-    check, default the simulation's key size)."""
+    check, default the simulation's key size), ``counters`` tally counters written,
+    ``fill`` the reports' mean ln(fields of their slot's state hash) (``fill_log``)."""
     a, b, c = costs.collector
     p, q, r = costs.redis
     v = costs.verify_us if verify is None else verify
     return ((a + b * reports + c * commands + v * tokens + costs.hit_us * hits) / reports,
-            (p + q * reports + r * commands) / reports)
+            (p + q * reports + r * commands + costs.counter_us * counters
+             + costs.fill_us * reports * fill) / reports)
+
+
+def fill_log(n_slot: float) -> float:
+    """The mean over a slot's reports of ln(fields its state hash holds when the
+    report arrives), the slot filling from empty to ``n_slot`` reports: ln n - 1
+    while the fields follow the reports, then ln BUCKETS once every bucket is taken
+    (deeper slots cost more through ``depth_us``, from the slot profile).
+
+    >>> round(fill_log(1000), 3), round(fill_log(10**9), 3), fill_log(1.0)
+    (5.908, 11.09, 0.0)
+    """
+    if n_slot <= BUCKETS:
+        return max(0.0, math.log(n_slot) - 1) if n_slot > 0 else 0.0
+    return math.log(BUCKETS) - BUCKETS / n_slot
+
+
+def call_counters(reports: float, slots: float) -> float:
+    """Tally counters written by a request of ``reports`` reports of one metric over
+    ``slots`` shards, expected: the (shard, value) cells at least one report falls
+    in, the values uniform over DOMAIN (GRR of uniform truths, as simulated).
+
+    >>> round(call_counters(1000, 4), 1), round(call_counters(1, 4), 3)
+    (250.9, 1.0)
+    """
+    cells = slots * DOMAIN
+    return cells * -math.expm1(reports * math.log1p(-1 / cells))
+
+
+def counter_writes(run: Run) -> float:
+    """Tally counters the run's script calls wrote (expected): one per report of a
+    device batch (a call per report), ``call_counters`` per relay request (one metric
+    over SHARDS slots)."""
+    if not run.batch:
+        return float(run.reports)
+    return run.requests * call_counters(run.reports / run.requests, SHARDS)
+
+
+def _fill(run: Run) -> float:
+    """``fill_log`` of the run's slots (each fleet has an epoch of its own)."""
+    return fill_log(run.reports / (run.metrics * SHARDS))
 
 
 Column = Callable[[Run], float]
@@ -195,10 +266,16 @@ def _collector_fit(runs: Sequence[Run], h: float,
     return a, b, c, v
 
 
-def _redis_fit(runs: Sequence[Run], ref_ms: float) -> tuple[float, float, float]:
+def _redis_fit(runs: Sequence[Run], ref_ms: float,
+               w: float = 0.0) -> tuple[float, float, float, float]:
+    """p, q, r, f: Redis CPU per request (at the reference speed) less the tally
+    counters written (``w`` each, timed alone) on (1, reports, commands,
+    reports * ``fill_log`` of the run's slots)."""
     runs = medians(runs, _at_ref(ref_ms, lambda r: r.redis_us))
-    p, q, r = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests, _SHAPE, ref_ms)
-    return p, q, r
+    p, q, r, f = _fit(runs, lambda r: 1e6 * r.redis_cpu / r.requests
+                      - w * counter_writes(r) / r.requests / at_ref(ref_ms, r.speed_ms),
+                      (*_SHAPE, lambda r: r.reports / r.requests * _fill(r)), ref_ms)
+    return p, q, r, f
 
 
 def refit(costs: Costs, runs: Sequence[Run]) -> Costs:
@@ -207,8 +284,9 @@ def refit(costs: Costs, runs: Sequence[Run]) -> Costs:
     h = costs.hit_us
     a, b, c, v = _collector_fit(runs, h, costs.ref_ms)
     deploy = costs.deploy_verify_us * v / costs.verify_us if costs.verify_us else v
+    p, q, r, f = _redis_fit(runs, costs.ref_ms, costs.counter_us)
     return replace(costs, collector=(a, b, c), verify_us=v, deploy_verify_us=deploy,
-                   hit_us=h, redis=_redis_fit(runs, costs.ref_ms))
+                   hit_us=h, redis=(p, q, r), fill_us=f)
 
 
 def _timed(probe: Probe | None, ref_ms: float, cost: Callable[[], float]) -> float:
@@ -222,12 +300,14 @@ def _timed(probe: Probe | None, ref_ms: float, cost: Callable[[], float]) -> flo
 
 def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 2048,
               probe: Probe | None = None) -> Costs:
-    """Fleets of six shapes (1, 20 and 100 metrics per device; relay batches of 1000
-    with fresh tokens, and with each token repeated in 20 and in 100 metrics' batches
-    as a relay sends them), ``REPEATS`` runs of each (the shapes in turn, so a shape's
+    """Fleets of seven shapes (``CALIBRATION``: 1, 20 and 100 metrics per device; relay
+    batches of 1000 with fresh tokens, and with each token repeated in 20 and in 100
+    metrics' batches as a relay sends them; relay batches of 250, whose script calls
+    hold ~62 reports where the others' hold ~250, so that the fit sees what a call's
+    size changes), ``REPEATS`` runs of each (the shapes in turn, so a shape's
     runs are minutes apart; the fits take each shape's median), after a warm-up fleet,
     then the costs timed alone; ``run`` is ``Sim.run``, one epoch each
-    (``1 + 6 * REPEATS``).  The relay fleets hold 10^5 reports each: at
+    (``1 + len(CALIBRATION) * REPEATS``).  The relay fleets hold 10^5 reports each: at
     ~5 us of Redis CPU per report, 10^4 gave Redis 50 ms to measure, a few of its
     accounting ticks (q came out 4.5 us with either size: docs/tokens.md).  The
     device fleets last a few seconds each, so that the speed probe (``probe``, which
@@ -246,7 +326,8 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     a, b, c, v = _collector_fit(runs, h, ref)
     # the deployed key size: v scaled by the two sizes' costs timed alone
     deploy = v if key_bits == 2048 else v * _timed(probe, ref, verify_us) / alone
-    red = _redis_fit(runs, ref)
+    w = _timed(probe, ref, counter_us)
+    p, q, r, f = _redis_fit(runs, ref, w)
     device = [r for r in runs if r.batch == 0]
     x = np.array([[1.0, r.reports / r.requests] for r in device])
     up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
@@ -258,9 +339,9 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     rest = (deeper.bytes_per_bucket - deep.bytes_per_bucket) / (deeper.depth - deep.depth)
     bucket = slots[0].bytes_per_bucket - rest * slots[0].depth
     tally = statistics.median(r.tally_bytes / r.metrics for r in runs)
-    return Costs((a, b, c), v, red, (float(up[0]), float(up[1])),
+    return Costs((a, b, c), v, (p, q, r), (float(up[0]), float(up[1])),
                  (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
-                 estimate_ms(), tuple(slots), runs, key_bits, deploy, h, ref, alone)
+                 estimate_ms(), tuple(slots), runs, key_bits, deploy, h, ref, alone, w, f)
 
 
 def state_bytes(costs: Costs, n_slot: float) -> float:
@@ -283,6 +364,10 @@ def costs_table(costs: Costs) -> str:
         ("collector CPU per token found in the verifier's cache (h; timed alone)",
          f"{costs.hit_us:.1f} us"),
         ("Redis CPU per request / report / command", f"{p:.1f} / {q:.1f} / {r:.1f} us"),
+        ("Redis CPU per tally counter a script call writes (w; timed alone)",
+         f"{costs.counter_us:.2f} us"),
+        ("Redis CPU per report per unit of ln(fields of its state hash) (f)",
+         f"{costs.fill_us:.2f} us"),
         ("upload per request / report (device batch, gzip)",
          f"{costs.up[0]:.0f} / {costs.up[1]:.0f} B"),
         ("answer per request / report", f"{costs.down[0]:.0f} / {costs.down[1]:.0f} B"),
@@ -309,7 +394,8 @@ def check_table(costs: Costs, runs: Sequence[Run]) -> str:
         group = [r for r in runs if (r.metrics, r.devices, r.batch)
                  == (run.metrics, run.devices, run.batch)]
         col, red = predict(costs, run.reports / run.requests, _commands(run),
-                           run.checks / run.requests, hits=run.hits / run.requests)
+                           run.checks / run.requests, hits=run.hits / run.requests,
+                           counters=counter_writes(run) / run.requests, fill=_fill(run))
 
         def median(total: Column, ref: bool, of: list[Run] = group) -> float:
             return statistics.median(
@@ -362,12 +448,15 @@ def model_table(costs: Costs, tokens_per_device: int = 1, relay: int = 0) -> str
                 # a batch of one metric: one script call per shard it touches, one index write
                 requests = devices * metrics * PEAK / 86_400 / relay
                 calls = shards * -math.expm1(-relay / shards)
-                col, red = predict(costs, relay, calls + 1, relay, costs.deploy_verify_us)
+                col, red = predict(costs, relay, calls + 1, relay, costs.deploy_verify_us,
+                                   counters=call_counters(relay, shards),
+                                   fill=fill_log(n_slot))
                 reports = requests * relay
                 red += depth_us(costs, depth) * calls / relay
             else:
                 # one script call and one index write per metric of a device's batch
-                col, red = predict(costs, metrics, 2 * metrics, tokens, costs.deploy_verify_us)
+                col, red = predict(costs, metrics, 2 * metrics, tokens, costs.deploy_verify_us,
+                                   counters=metrics, fill=fill_log(n_slot))
                 reports = requests * metrics
                 red += depth_us(costs, depth)
             state = metrics * shards * state_bytes(costs, n_slot) * STATE_DAYS

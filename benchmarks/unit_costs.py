@@ -7,10 +7,13 @@
 - ``estimate_ms``: one estimate with intervals (``aggregator.estimate``);
 - ``slot_profile``: one per-report state hash filled to several depths (rests
   per bucket) on a private redis-server: its bytes per bucket (``MEMORY USAGE``)
-  and the Redis CPU and append-only bytes of a one-report ingest script call.
+  and the Redis CPU and append-only bytes of a one-report ingest script call;
+- ``counter_us``: the Redis CPU of one more tally counter written by an ingest
+  script call (calls of the same reports with 64 distinct counters against 1).
 
 Run one alone: ``.venv/bin/python -m benchmarks.unit_costs sign_ms`` (or
-``verify_us``, ``hit_us``, ``estimate_ms``); ``benchmarks/capacity.py`` runs them all.
+``verify_us``, ``hit_us``, ``estimate_ms``, ``counter_us``); ``benchmarks/capacity.py``
+runs them all.
 
 >>> DEPTHS[0], DEPTHS[-1] * 65_536
 (1, 249036800)
@@ -32,7 +35,8 @@ from collector.store.schema import INGEST_LUA
 from collector.token_crypto import TokenKey, Verifier
 from ldp_server.redis_server import RedisServer
 
-__all__ = ["DEPTHS", "Slot", "estimate_ms", "hit_us", "sign_ms", "slot_profile", "verify_us"]
+__all__ = ["DEPTHS", "Slot", "counter_calls", "counter_us", "estimate_ms", "hit_us", "sign_ms",
+           "slot_profile", "verify_us"]
 
 DEPTHS = (1, 8, 38, 380, 3800)  # spent tokens per bucket: n per slot = depth * 65,536
 
@@ -150,6 +154,56 @@ def slot_profile(depths: Sequence[int] = DEPTHS, buckets: int = 2048,
     return out
 
 
+def counter_us(reports: int = 250, slots: int = 100, rounds: int = 48,
+               distinct: int = 64) -> float:
+    """Redis CPU us per tally counter an ingest script call writes (the collector's
+    INGEST_LUA on a private redis-server, append-only everysec): calls of ``reports``
+    reports into fresh slots whose reports hold ``distinct`` counters against calls
+    whose reports all hold one, the two alternated (ABBA) over ``rounds`` rounds of
+    ``slots`` calls (``counter_calls``): the median over the rounds of the round's
+    difference, over ``distinct - 1``.  (Paired rounds of 100 calls, ~0.1 s each:
+    the difference of the two sides' medians over rounds of 400 calls ranged over
+    1.1-4.1 us in six runs on a quiet machine, the paired one 1.6-1.9 in three.)
+
+    A call reads and writes each counter its reports touch once (one HMGET and one
+    HSET of the merged increments), so a relay's batch of 1000 reports of a GRR
+    metric over 64 values writes about 64 counters per slot, a device's one report
+    one: what the model's Redis term ``w`` counts (``capacity.counter_writes``).
+    """
+    extra: list[float] = []
+    with tempfile.TemporaryDirectory() as folder:
+        server = RedisServer.start(folder)
+        try:
+            client = redis.Redis(port=server.port)
+            sha = client.script_load(INGEST_LUA)
+            for step in range(rounds):
+                per_call = {}
+                for d in (1, distinct) if step % 2 else (distinct, 1):
+                    pipe = client.pipeline(transaction=False)
+                    counter_calls(pipe, sha, reports, d, [f"c:{{{step}:{d}:{s}}}"
+                                                         for s in range(slots)])
+                    cpu0 = _cpu(client)
+                    pipe.execute()
+                    per_call[d] = 1e6 * (_cpu(client) - cpu0) / slots
+                extra.append((per_call[distinct] - per_call[1]) / (distinct - 1))
+            client.close()
+        finally:
+            server.stop()
+    return statistics.median(extra)
+
+
+def counter_calls(pipe: redis.client.Pipeline, sha: str, reports: int, distinct: int,
+                  tags: Sequence[str]) -> None:
+    """Queue one INGEST_LUA call (by ``sha``) per tag: ``reports`` fresh reports into
+    the slot ``<tag>:t`` (tally) / ``<tag>:d`` (state), report i holding counter
+    ``i % distinct``."""
+    counters = "".join(f"{i % distinct};" for i in range(reports))
+    merged = ",".join(f"{v}:{len(range(v, reports, distinct))}" for v in range(distinct))
+    for tag in tags:
+        pipe.evalsha(sha, 2, f"{tag}:t", f"{tag}:d", 2**40, reports, os.urandom(8 * reports),
+                     counters, merged, 2**40)
+
+
 def _cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
@@ -163,6 +217,6 @@ if __name__ == "__main__":
     import sys
 
     costs = {"sign_ms": sign_ms, "verify_us": verify_us, "hit_us": hit_us,
-             "estimate_ms": estimate_ms}
+             "estimate_ms": estimate_ms, "counter_us": counter_us}
     for name in sys.argv[1:] or list(costs):
         print(f"{name} = {costs[name]():.4g}; load average {os.getloadavg()[0]:.2f}")

@@ -216,11 +216,11 @@ def _fleet_run(metrics: int, devices: int, batch: int, cpu: object) -> object:
 
 #: The shapes of ``capacity.calibrate``'s fleets: (metrics, devices, batch).
 SHAPES = ((1, 1000, 0), (20, 100, 0), (100, 30, 0), (1, 10_000, 1000), (20, 500, 1000),
-          (100, 100, 1000))
+          (100, 100, 1000), (100, 500, 250))
 
 
 def test_capacity_fit_recovers_the_cost_of_a_cached_token() -> None:
-    """Fleets of the calibration's six shapes whose collector CPU follows the model
+    """Fleets of the calibration's seven shapes whose collector CPU follows the model
     exactly, with h = 5 us per cache answer (timed alone, as ``unit_costs.hit_us``
     does): the fit recovers a, b, c and v, and predicts a relay fleet of another
     shape whose tokens repeat."""
@@ -262,7 +262,7 @@ def test_capacity_fit_takes_every_fleet_to_the_reference_speed() -> None:
         return (a * requests + b * reports + c * commands + v * checks + h * hits) / 1e6
 
     runs = []
-    for (m, d, batch), speed in zip(SHAPES, (9.0, 14.0, 10.0, 12.5, 10.0, 11.0), strict=True):
+    for (m, d, batch), speed in zip(SHAPES, (9.0, 14.0, 10.0, 12.5, 10.0, 11.0, 13.0), strict=True):
         run = _fleet_run(m, d, batch, cpu)
         slow = speed / ref
         runs.append(replace(run, collector_cpu=run.collector_cpu * slow,  # type: ignore[type-var]
@@ -312,6 +312,73 @@ def test_capacity_fit_and_check_take_each_shapes_median_run() -> None:
     rows = [[cell.strip() for cell in line.split("|")] for line in text.splitlines()[2:]]
     assert [row[column.index("runs")] for row in rows] == ["3"] * len(SHAPES)
     assert {row[column.index("error")] for row in rows} <= {"+0%", "-0%"}
+
+
+def test_capacity_redis_fit_recovers_the_fill_and_counter_terms() -> None:
+    """Fleets of the calibration's seven shapes whose Redis CPU follows the model exactly,
+    with w = 4 us per tally counter written (timed alone, as ``unit_costs.counter_us``)
+    and f = 0.3 us per report per unit of ln(fields of the slot's state hash): the fit
+    recovers p, q, r and f, and predicts, error 0, relay fleets of the check's shapes,
+    whose requests of 500 reports write more counters per report than any calibration
+    fleet's and whose slots are shallower or deeper.  Without the two terms (w and f
+    taken as 0) the same fit misses those fleets."""
+    from dataclasses import replace
+
+    from benchmarks import capacity
+
+    p, q, r, w, f = 150.0, 1.0, 15.0, 4.0, 0.3
+
+    def cpu(requests: int, reports: int, commands: int, checks: int, hits: int) -> float:
+        return (1000 * requests + 20 * reports + 200 * commands + 50 * checks) / 1e6
+
+    def with_redis(run: object) -> object:
+        n = run.reports / run.requests  # type: ignore[attr-defined]
+        fill = capacity.fill_log(run.reports / (run.metrics * capacity.SHARDS))  # type: ignore[attr-defined]
+        commands = (run.script_calls + run.index_calls) / run.requests  # type: ignore[attr-defined]
+        per_request = (p + q * n + r * commands + f * n * fill
+                       + w * capacity.counter_writes(run) / run.requests)  # type: ignore[arg-type, attr-defined]
+        return replace(run, redis_cpu=per_request * run.requests / 1e6)  # type: ignore[type-var, attr-defined]
+
+    runs = [with_redis(_fleet_run(m, d, batch, cpu)) for m, d, batch in SHAPES]
+    costs = replace(_capacity_costs(), runs=tuple(runs), counter_us=w)
+    assert isinstance(costs, capacity.Costs)
+    fitted = capacity.refit(costs, costs.runs)
+    assert fitted.redis == pytest.approx((p, q, r), rel=1e-6)
+    assert fitted.fill_us == pytest.approx(f, rel=1e-6)
+    checks = [with_redis(_fleet_run(200, d, 1000, cpu)) for d in (500, 5000, 50_000)]
+    assert [c.reports // c.requests for c in checks] == [500, 1000, 1000]  # type: ignore[attr-defined]
+    text = capacity.check_table(fitted, checks)
+    column = [name.strip() for name in text.splitlines()[0].split("|")]
+    redis_error = [i for i, name in enumerate(column) if name == "error"][1]
+    rows = [[cell.strip() for cell in line.split("|")] for line in text.splitlines()[2:]]
+    assert {row[redis_error] for row in rows} <= {"+0%", "-0%"}
+    flat = capacity.refit(replace(costs, counter_us=0.0), costs.runs)
+    flat = replace(flat, fill_us=0.0, redis=capacity._redis_fit(costs.runs, 0.0)[:3])
+    text = capacity.check_table(flat, checks)
+    rows = [[cell.strip() for cell in line.split("|")] for line in text.splitlines()[2:]]
+    assert max(abs(float(row[redis_error].rstrip("%"))) for row in rows) >= 5
+
+
+def test_counter_calls_write_the_counters_they_claim(redis_url: str) -> None:
+    """``unit_costs.counter_calls``: each call's reports are all accepted and its tally
+    holds ``distinct`` counters that sum to the reports, so ``counter_us`` compares
+    calls that differ in the counters they write and in nothing else."""
+    import redis
+
+    from benchmarks.unit_costs import counter_calls
+    from collector.store.schema import INGEST_LUA
+
+    client = redis.Redis.from_url(redis_url)
+    sha = client.script_load(INGEST_LUA)
+    pipe = client.pipeline(transaction=False)
+    for distinct in (1, 64):
+        counter_calls(pipe, sha, 250, distinct, [f"c:{{{distinct}:{s}}}" for s in range(2)])
+    answers = pipe.execute()
+    assert answers == [b"0" * 250] * 4
+    for distinct in (1, 64):
+        tally = {k.decode(): int(v) for k, v in client.hgetall(f"c:{{{distinct}:0}}:t").items()}
+        assert tally.pop("n") == 250 and len(tally) == distinct and sum(tally.values()) == 250
+    client.close()
 
 
 def test_cluster_sim_refits_a_saved_run(tmp_path: Path) -> None:
