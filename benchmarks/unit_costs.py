@@ -163,7 +163,7 @@ def counter_us(reports: int = 250, slots: int = 100, rounds: int = 48,
     ``slots`` calls (``counter_calls``): the median over the rounds of the round's
     difference, over ``distinct - 1``.  (Paired rounds of 100 calls, ~0.1 s each:
     the difference of the two sides' medians over rounds of 400 calls ranged over
-    1.1-4.1 us in six runs on a quiet machine, the paired one 1.6-1.9 in three.)
+    1.1-4.1 us in five runs on a quiet machine, the paired one 1.6-1.9 in three.)
 
     A call reads and writes each counter its reports touch once (one HMGET and one
     HSET of the merged increments), so a relay's batch of 1000 reports of a GRR
