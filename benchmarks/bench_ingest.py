@@ -14,8 +14,9 @@ it measures the raw Redis ceiling for the
 same increments (redis-benchmark, pipelined HINCRBY; a redis-py pipeline loop
 if redis-benchmark is not on PATH) and Redis' own CPU while it served.
 
-Run: ``.venv/bin/python benchmarks/bench_ingest.py [--quick] [--plain] [--single] [--limiter]``
-(``--limiter``: the production rate limiter on, ``LIMITER_ON``; off otherwise).
+Run: ``.venv/bin/python benchmarks/bench_ingest.py [--quick] [--plain] [--single] [--limiter]
+[--connections N]`` (``--limiter``: the production rate limiter on, ``LIMITER_ON``; off
+otherwise; ``--connections``: single-report load connections, 32 by default).
 The tables are printed and written to
 ``benchmarks/results/<UTC date>-<time>-ingest[-single][-limiter][-quick].md``
 (``--no-write``: not).
@@ -49,7 +50,13 @@ BENCH_SPEC: dict[str, Any] = {
     "name": "bench.ingest", "kind": "categorical", "epsilon": 1.0, "mechanism": "grr",
     "domain": [f"v{i}" for i in range(64)], "epoch": "day", "min_reports": 1,
 }
-CONNECTIONS = {1: 8, 100: 4, 1000: 4}
+#: Load connections by batch size.  Single reports: 32 (``--connections``), 8 until
+#: 2026-12-03.  The minimal endpoint is saturated at 8 (its requests/s did not rise
+#: at 16, 32 or 64); the collector shares a script call among more requests the
+#: more are in flight (2.1-2.7 at 8, 4.6-6.9 at 32), so 8 measured it below the load
+#: it is built for; and at 8 a third of the rounds ran on one worker
+#: (``benchmarks/interleave.py``).  docs/performance.md has the sweep.
+CONNECTIONS = {1: 32, 100: 4, 1000: 4}
 #: Single-report requests built per second of a side's alternating rounds (the most a
 #: side can use; a side that uses them all is only a lower bound).
 SINGLE_RATE = 12_000
@@ -127,7 +134,8 @@ def one_run(url: str, redis_url: str, batch: int, duration: float, seed: int,
 
 def alternating_run(collector_url: str, minimal_url: str, redis_url: str, seed: int,
                     epoch: int, metrics: int = 1, per_token: int = 1, quick: bool = False,
-                    pids: tuple[int, int] | None = None) -> dict[str, dict[str, Any]]:
+                    pids: tuple[int, int] | None = None,
+                    connections: int = CONNECTIONS[1]) -> dict[str, dict[str, Any]]:
     """One run of single-report requests, the collector and the minimal endpoint in
     alternating rounds from one generator (``benchmarks/interleave.py``): 12 ABBA
     rounds of 0.25 s a side (6 of 0.15 s with ``quick``).  Its ratio of requests/s is
@@ -138,7 +146,7 @@ def alternating_run(collector_url: str, minimal_url: str, redis_url: str, seed: 
         "--collector", collector_url, "--minimal", minimal_url, "--redis", redis_url,
         "--key", INGEST_KEY, "--metric", BENCH_SPEC["name"], "--epoch", str(epoch),
         "--domain-size", str(len(BENCH_SPEC["domain"])), "--metrics", str(metrics),
-        "--per-token", str(per_token), "--connections", str(CONNECTIONS[1]),
+        "--per-token", str(per_token), "--connections", str(connections),
         "--rounds", str(rounds), "--round-seconds", str(seconds), "--seed", str(seed),
         # requests built per second of a side's rounds: the minimal endpoint took
         # ~5,000/s on this machine when quiet and ran out of the default 4,000
@@ -227,10 +235,11 @@ CASES = ((1, False, 1, 1, 3), (1, False, 20, 20, 3), (100, False, 1, 1, 1),
 
 
 def section(quick: bool = False, plain: bool = False, single: bool = False,
-            limiter: bool = False) -> str:
+            limiter: bool = False, connections: int = CONNECTIONS[1]) -> str:
     """The ingest tables (Markdown): 2 workers (1 with ``quick``); ``single``: only
     the single-report cases; ``limiter``: the collector's rate limiter on (``LIMITER_ON``;
-    the benchmarks run with it off otherwise)."""
+    the benchmarks run with it off otherwise); ``connections``: the load's connections
+    for single reports."""
     duration = 1.5 if quick else 3.0
     cases = tuple((*case[:4], 1) for case in CASES) if quick else CASES
     if single:
@@ -259,7 +268,7 @@ def section(quick: bool = False, plain: bool = False, single: bool = False,
                     if batch == 1:
                         both = alternating_run(collector.url, minimal.url, stack.redis_url,
                                                seed, epoch, metrics, per_token, quick,
-                                               (collector.pid, minimal.pid))
+                                               (collector.pid, minimal.pid), connections)
                         pair["collector"].append(both["collector"])
                         pair["minimal"].append(both["minimal"])
                         continue
@@ -299,7 +308,8 @@ def section(quick: bool = False, plain: bool = False, single: bool = False,
     note = ("Rate limiter ON (LDP_RATE_LIMIT_PER_SECOND=1000000, burst 1000000: a take "
             "per request, none refused); 'requests per script call' counts its calls too.\n\n"
             if limiter else "Rate limiter off (LDP_RATE_LIMIT_PER_SECOND=0).\n\n")
-    return (note + _tables(runs, shares, singles, method, ceiling, duration, load_avg)
+    return (note + _tables(runs, shares, singles, method, ceiling, duration, load_avg,
+                           connections)
             + _single_table(singles))
 
 
@@ -315,12 +325,15 @@ def _single_table(singles: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> 
                      f"{c.get('server_cpu_ms', 0):.2f} / {m.get('server_cpu_ms', 0):.2f}",
                      f"{c.get('redis_cpu_ms', 0):.3f} / {m.get('redis_cpu_ms', 0):.3f}",
                      f"{c.get('requests_per_call', 0):.2f}",
+                     f"{c.get('one_worker_rounds', 0)} / {m.get('one_worker_rounds', 0)}"
+                     f" of {len(c['rounds'])}",
                      " ".join(f"{x:,.0f}" for x in c["rounds"]),
                      " ".join(f"{x:,.0f}" for x in m["rounds"])))
     return "\n" + table(("body", "run", "collector req/s", "minimal req/s", "ratio",
                          "server CPU ms/request (collector / minimal)",
                          "Redis CPU ms/request (collector / minimal)",
-                         "collector requests per script call", "collector rounds req/s",
+                         "collector requests per script call",
+                         "rounds on one worker (collector / minimal)", "collector rounds req/s",
                          "minimal rounds req/s"), rows) + "\n"
 
 
@@ -345,7 +358,9 @@ def single_verdict(runs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
 
 def _tables(runs: list[IngestRun], shares: dict[str, list[float]],
             singles: list[tuple[str, dict[str, Any], dict[str, Any]]], method: str,
-            ceiling: float, duration: float, load_avg: tuple[float, float, float]) -> str:
+            ceiling: float, duration: float, load_avg: tuple[float, float, float],
+            connections: int) -> str:
+    loads = {**CONNECTIONS, 1: connections}
     by_key = {(r.server, r.workers, r.batch, r.body): r for r in runs}
     rows = []
     for r in runs:
@@ -390,11 +405,13 @@ def _tables(runs: list[IngestRun], shares: dict[str, list[float]],
         header("Ingest (POST /v1/reports over loopback HTTP)"),
         f"Load average at the start {load_avg[0]:.2f} / {load_avg[1]:.2f} / {load_avg[2]:.2f} "
         f"(1 / 5 / 15 min).  Load from a separate process "
-        f"({', '.join(f'{c} connections at batch {b}' for b, c in CONNECTIONS.items())}), "
+        f"({', '.join(f'{c} connections at batch {b}' for b, c in loads.items())}), "
         f"{duration:g} s per run, median of the runs shown in CASES, the collector's and the "
         "minimal endpoint's runs interleaved; single reports: each run alternates the two "
         "in ABBA rounds (12 x 0.25 s a side; 6 x 0.15 s with --quick) from one generator "
-        "(benchmarks/interleave.py); GRR over 64 values, one counter per report; "
+        "(benchmarks/interleave.py; 'rounds on one worker': those in which one of a side's "
+        "two workers did 90 % or more of its server CPU); GRR over 64 values, one counter "
+        "per report; "
         "signed tokens of the epoch (tokens-v2, the test issuer key, 1024 bits), one per "
         "report (each report another device) or, in the '20 metrics' rows, one per 20 "
         "reports (50 devices x 20 metrics per batch); fresh report ids; the minimal "
@@ -449,14 +466,17 @@ def main() -> None:
     ap.add_argument("--single", action="store_true", help="only the single-report cases")
     ap.add_argument("--limiter", action="store_true",
                     help="the collector's rate limiter on (a take per request, none refused)")
+    ap.add_argument("--connections", type=int, default=CONNECTIONS[1],
+                    help="the load's connections for single-report requests")
     ap.add_argument("--no-write", action="store_true",
                     help="print only; do not write benchmarks/results/")
     args = ap.parse_args()
-    text = section(args.quick, args.plain, args.single, args.limiter)
+    text = section(args.quick, args.plain, args.single, args.limiter, args.connections)
     print(text)
     if not args.no_write:
         name = ("ingest" + "-single" * args.single + "-limiter" * args.limiter
-                + "-quick" * args.quick)
+                + "-quick" * args.quick
+                + f"-{args.connections}conn" * (args.connections != CONNECTIONS[1]))
         print(f"wrote {write_result(text, name)}", file=sys.stderr)
 
 

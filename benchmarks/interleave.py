@@ -25,7 +25,15 @@ requests/s of each of its rounds; with ``--pids``, ``server_cpu_ms`` and
 ``redis_cpu_ms``: the CPU milliseconds per request of that side's server
 processes (workers included) and of Redis; ``requests_per_call``: requests per
 ingest script call (EVALSHA; above 1 when the collector's group commit
-shares calls).
+shares calls); ``one_worker_rounds``: the rounds in which one worker used at
+least ``ONE_WORKER`` of its side's worker CPU.
+
+Each round opens its connections at once, and a worker that wakes to a burst
+of connections may accept all of them (uvloop drains the backlog), which
+leaves that round one core's server.  Such rounds strike either side at
+random, and more connections make them rarer: in ``bench_ingest.py --single``
+runs of 2026-12-03 (rounds of 0.25 s) 1-7 rounds of 12 per side at 8
+connections, 0-6 at 32, 0-1 at 64.
 """
 
 from __future__ import annotations
@@ -43,9 +51,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.loadgen import Result, build_requests, run
 
-__all__ = ["alternate", "order", "redis_sample", "tree_cpu_seconds"]
+__all__ = ["ONE_WORKER", "alternate", "busiest_share", "order", "redis_sample",
+           "tree_cpu_seconds", "workers_cpu"]
 
 SIDES = ("collector", "minimal")
+#: A round "on one worker": its busiest worker used at least this share of the
+#: side's worker CPU.
+ONE_WORKER = 0.9
 
 
 def order(rounds: int) -> list[int]:
@@ -78,6 +90,33 @@ def tree_cpu_seconds(pid: int) -> float:
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def workers_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each child process tree of ``pid`` (a uvicorn supervisor's
+    workers, and any helper it keeps); ``{pid: seconds}`` of the process itself when
+    it has no children (a single-worker server)."""
+    children: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        return {}
+    return {c: tree_cpu_seconds(c) for c in children or [pid]}
+
+
+def busiest_share(before: dict[int, float], after: dict[int, float]) -> float:
+    """The busiest process' share of the CPU the processes used between two readings
+    (``workers_cpu``); 0.0 when none used any.
+
+    >>> busiest_share({1: 1.0, 2: 1.0}, {1: 1.5, 2: 1.25})
+    0.6666666666666666
+    >>> busiest_share({1: 1.0}, {1: 1.0})
+    0.0
+    """
+    used = [after[p] - before.get(p, 0.0) for p in after]
+    total = sum(used)
+    return max(used) / total if total > 0 else 0.0
 
 
 def redis_sample(url: str) -> tuple[float, float, int]:
@@ -116,11 +155,15 @@ async def alternate(
     script = [0.0, 0.0]
     calls = [0, 0]
     server = [0.0, 0.0]
+    one_worker = [0, 0]
     for side in order(rounds):
         before = redis_sample(redis_url)
         server_before = tree_cpu_seconds(pids[side]) if pids else 0.0
+        split_before = workers_cpu(pids[side]) if pids else {}
         result = await run(urls[side], requests[side][cursor[side] :], connections, round_seconds)
         server[side] += (tree_cpu_seconds(pids[side]) if pids else 0.0) - server_before
+        if pids:
+            one_worker[side] += busiest_share(split_before, workers_cpu(pids[side])) >= ONE_WORKER
         after = redis_sample(redis_url)
         cursor[side] += result.requests
         parts[side].append(result)
@@ -148,6 +191,7 @@ async def alternate(
         if pids:
             summary["server_cpu_ms"] = 1e3 * server[side] / max(1, total.requests)
             summary["redis_cpu_ms"] = 1e3 * cpu[side] / max(1, total.requests)
+            summary["one_worker_rounds"] = one_worker[side]
         out[name] = summary
     return out
 

@@ -100,6 +100,31 @@ def test_interleave_alternates_the_collector_and_the_minimal_endpoint() -> None:
     assert c["server_cpu_ms"] > 0 and m["server_cpu_ms"] > 0
     # at least one script call per request's group, never more than one per request
     assert 1.0 <= c["requests_per_call"] <= c["requests"] and m["requests_per_call"] == 0
+    # one worker each: every round that used CPU was on one worker
+    assert 0 <= c["one_worker_rounds"] <= 4 and 0 <= m["one_worker_rounds"] <= 4
+
+
+def test_workers_cpu_reads_each_worker_of_a_two_worker_server() -> None:
+    """The per-worker split behind "rounds on one worker": each of the supervisor's
+    workers is read, and their CPU adds up to the server's."""
+    from benchmarks import interleave
+
+    with Stack.start() as stack:
+        minimal = stack.app("benchmarks.minimal_endpoint:create_app", 2)
+        built = loadgen.build_requests(f"127.0.0.1:{minimal.port}", INGEST_KEY,
+                                       BENCH_SPEC["name"], 1, 20000, "grr", 64, 1.0, 1, 3000,
+                                       False, 0, fake_tokens=True)
+        before = interleave.workers_cpu(minimal.pid)
+        total_before = interleave.tree_cpu_seconds(minimal.pid)
+        result = asyncio.run(loadgen.run(minimal.url, built, 32, 0.5))
+        after = interleave.workers_cpu(minimal.pid)
+        total = interleave.tree_cpu_seconds(minimal.pid) - total_before
+    assert result.requests > 0 and result.errors == 0
+    assert len(after) >= 2 and set(before) == set(after)  # both workers (and any helper)
+    used = sum(after[p] - before[p] for p in after)
+    # the supervisor's own CPU is the only difference; /proc counts 10 ms ticks
+    assert used > 0 and total - 0.03 <= used <= total
+    assert 1 / len(after) - 1e-9 <= interleave.busiest_share(before, after) <= 1.0
 
 
 def test_single_verdict_gives_none_when_a_side_ran_out() -> None:
