@@ -32,6 +32,7 @@ __all__ = [
     "REPO_ROOT",
     "Service",
     "Stack",
+    "client_cpu_seconds",
     "redis_cpu_seconds",
     "start_uvicorn",
 ]
@@ -81,9 +82,14 @@ def redis_cpu_seconds(url: str) -> float:
 
     client = redis.Redis.from_url(url)
     try:
-        info = client.info("cpu")
+        return client_cpu_seconds(client)
     finally:
         client.close()
+
+
+def client_cpu_seconds(client: Any) -> float:
+    """``redis_cpu_seconds`` over a connected (synchronous) redis-py client."""
+    info = client.info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 

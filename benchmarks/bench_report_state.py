@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
+from benchmarks._services import client_cpu_seconds
 from collector.store.schema import INGEST_LUA
 from ldp_server.redis_server import RedisServer
 
@@ -108,11 +109,6 @@ def without_filler(script: str = INGEST_LUA) -> str:
     return script.replace(_FRESH, _FRESH + " and false")
 
 
-def _cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
-
-
 def fill_profile(client: redis.Redis, scripts: tuple[str, ...], slots: int = 40,
                  per_call: int = 250, fill: int = 12_500, rounds: int = 2) -> list[list[float]]:
     """Redis CPU us per report of each of ``scripts`` (INGEST_LUA's layout), per
@@ -137,9 +133,9 @@ def fill_profile(client: redis.Redis, scripts: tuple[str, ...], slots: int = 40,
                     pipe.evalsha(shas[side], 3, f"{tag}:t", f"{tag}:d", "ldp:{x:fill:1}:slots",
                                  expire_at, per_call, os.urandom(8 * per_call), counters, merged,
                                  expire_at, f"{epoch}:0")
-                start = _cpu(client)
+                start = client_cpu_seconds(client)
                 pipe.execute()
-                cpu[side][band] += _cpu(client) - start
+                cpu[side][band] += client_cpu_seconds(client) - start
                 reports[side][band] += slots * per_call
     return [[1e6 * c / n for c, n in zip(cs, ns, strict=True)]
             for cs, ns in zip(cpu, reports, strict=True)]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import redis
 
+from benchmarks._services import client_cpu_seconds
 from collector.store.schema import INGEST_LUA
 from collector.token_crypto import TokenKey, Verifier
 from ldp_server.redis_server import RedisServer
@@ -137,7 +138,7 @@ def slot_profile(depths: Sequence[int] = DEPTHS, buckets: int = 2048,
                     pipe.hset("s:{x}:d", i.to_bytes(2, "big"), os.urandom(6 * depth))
                 pipe.execute()
                 size = int(client.memory_usage("s:{x}:d", samples=0) or 0)
-                cpu0, aof0 = _cpu(client), _aof(client)
+                cpu0, aof0 = client_cpu_seconds(client), _aof(client)
                 pipe = client.pipeline(transaction=False)
                 for i in range(calls):
                     record = (i % buckets).to_bytes(2, "big") + os.urandom(6)
@@ -146,7 +147,8 @@ def slot_profile(depths: Sequence[int] = DEPTHS, buckets: int = 2048,
                     if i % 100 == 99:
                         pipe.execute()
                 pipe.execute()
-                out.append(Slot(depth, size / buckets, 1e6 * (_cpu(client) - cpu0) / calls,
+                cpu = client_cpu_seconds(client) - cpu0
+                out.append(Slot(depth, size / buckets, 1e6 * cpu / calls,
                                 (_aof(client) - aof0) / calls))
             client.close()
         finally:
@@ -182,9 +184,9 @@ def counter_us(reports: int = 250, slots: int = 100, rounds: int = 48,
                     pipe = client.pipeline(transaction=False)
                     counter_calls(pipe, sha, reports, d, [f"c:{{{step}:{d}:{s}}}"
                                                          for s in range(slots)])
-                    cpu0 = _cpu(client)
+                    cpu0 = client_cpu_seconds(client)
                     pipe.execute()
-                    per_call[d] = 1e6 * (_cpu(client) - cpu0) / slots
+                    per_call[d] = 1e6 * (client_cpu_seconds(client) - cpu0) / slots
                 extra.append((per_call[distinct] - per_call[1]) / (distinct - 1))
             client.close()
         finally:
@@ -202,11 +204,6 @@ def counter_calls(pipe: redis.client.Pipeline, sha: str, reports: int, distinct:
     for tag in tags:
         pipe.evalsha(sha, 2, f"{tag}:t", f"{tag}:d", 2**40, reports, os.urandom(8 * reports),
                      counters, merged, 2**40)
-
-
-def _cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def _aof(client: redis.Redis) -> int:
