@@ -91,7 +91,8 @@ def compare(client: redis.Redis, domains: Sequence[int] = DOMAINS,
             sizes: Sequence[int] = CALL_SIZES, rounds: int = 16, slots: int = 200,
             seed: int = 0) -> list[Row]:
     """A row per (domain, call size): the median over ``rounds`` ABBA rounds of Redis's
-    CPU per call, ``slots`` calls a round and side, each into its own slot."""
+    CPU per call, ``slots`` calls a round and side, each into its own slot.  It runs
+    FLUSHALL before each row: give it a private Redis (``section`` starts one)."""
     rng = random.Random(seed)
     rows = []
     for domain in domains:
