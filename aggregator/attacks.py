@@ -18,6 +18,8 @@ reports (``mga_tallies``):
   random, so that every fake sets the honest expected number of bits and
   passes the per-report limit and the set-bit total
   (``collector.plausibility``).
+- Grid means (Piecewise, Hybrid, Square Wave, Hierarchical): the highest cell
+  (target 1, up) or the lowest (target 0, down); 1BitMean: the bit itself.
 
 In general a fake is a uniform choice among the counters that support the
 most targets (for one-counter layouts), found from ``support_counts``.
@@ -52,7 +54,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from ldp_core import Mechanism
+from ldp_core import Mechanism, Numeric
 
 __all__ = [
     "MAX_SUPPORT_COUNTERS",
@@ -71,13 +73,28 @@ MAX_SUPPORT_COUNTERS = 1 << 14
 
 
 def gain(m: Mechanism) -> float:
-    """(1 - q*)/(p* - q*): the most one report adds to c_hat(v) (a report supporting v)."""
+    """(1 - q*)/(p* - q*): the most one report adds to c_hat(v) (a report supporting v).
+
+    A grid mean (``Numeric``: Piecewise, Hybrid, Square Wave, Hierarchical) has no
+    support: one report adds at most its highest cell's value to the sum, and the
+    gain is that value as a share of [lo, hi], (max value - lo)/(hi - lo), the unit
+    of the 1BitMean share z, whose gain is (1 - q*)/(p* - q*).
+
+    >>> from ldp_core import mechanism
+    >>> round(gain(mechanism("piecewise", epsilon=1.0, lo=0.0, hi=120.0)), 2)
+    2.57
+    """
+    if isinstance(m, Numeric):
+        return (max(m.report_values()) - m.lo) / (m.hi - m.lo)
     p, q = m.p_star, m.q_star
     return (1 - q) / (p - q)
 
 
 def loss(m: Mechanism) -> float:
-    """q*/(p* - q*): the most one report takes from c_hat(v) (a report not supporting v)."""
+    """q*/(p* - q*): the most one report takes from c_hat(v) (a report not supporting v);
+    for a grid mean, (lo - min value)/(hi - lo)."""
+    if isinstance(m, Numeric):
+        return (m.lo - min(m.report_values())) / (m.hi - m.lo)
     p, q = m.p_star, m.q_star
     return q / (p - q)
 
@@ -153,6 +170,10 @@ def mga_tallies(
     chosen = _targets(m, targets)
     out = np.zeros(m.num_counters, dtype=np.int64)
     if count <= 0:
+        return out
+    if isinstance(m, Numeric):  # a grid mean: target 1 is "up", the highest cell
+        values = np.asarray(m.report_values())
+        out[int(values.argmax() if chosen == (1,) else values.argmin())] += count
         return out
     law = m.tally_sum_law()
     if law is not None:  # unary: targets + random others, an honest number of bits

@@ -26,7 +26,6 @@ whole series, as one body or one text, exactly as if it were one answer.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import urllib.error
@@ -158,9 +157,15 @@ class Client:
             parts.append(text.split("\n", 1)[1] if fmt == "csv" else text)
         return "".join(parts)
 
-    def rows(self, name: str, **params: Any) -> list[dict[str, str]]:
-        """The estimate's CSV rows as plain dicts (strings, as in the file)."""
-        return list(csv.DictReader(io.StringIO(self.estimate_text(name, "csv", **params))))
+    def rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """The estimate's rows (``aggregator.export.COLUMNS``) as plain dicts, typed as in
+        the JSON: numbers are int or float, ``suppressed`` a bool, an empty cell None.
+
+        >>> c.rows("os", since="7d")[0]["value"]                        # doctest: +SKIP
+        0.451
+        """
+        text = self.estimate_text(name, "jsonl", **params)
+        return [json.loads(line) for line in text.splitlines() if line]
 
     def compare(self, name: str, **params: Any) -> dict[str, Any]:
         """GET /v1/estimates/{name}/compare (a=, b= or threshold=, and the window)."""

@@ -47,7 +47,9 @@ through the exact channel from a fixed population with the served shape's law
 (``aggregator.quantiles``: why the CDF scale, why fixed, the cost bounds), the
 test at each x with that population's I-projection onto F(x) = q as its null
 (``aggregator.projection``); the
-value served is the shape's quantile, moved into that interval if outside.  EMS
+value served is that test's centre (its level 0: where F_hat less the null's median
+error reaches q), so the point and its interval are one estimator, and the shape's
+own quantile is served beside it as ``smoothed`` (issue 40).  EMS
 itself is not bootstrapped: its smoothing bias does not shrink with n while
 its spread does, so intervals around it under-cover (docs/numeric.md).  Any grid
 channel serves: Square Wave, and the hierarchical histogram that the benchmark
@@ -78,7 +80,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.projection import ProjectionTest, projection_interval
+from aggregator.estimate import check_target
+from aggregator.projection import ProjectionTest, projection_centre, projection_interval
 from aggregator.quantiles import (
     DEFAULT_BOOTSTRAP,
     Bootstrap,
@@ -122,25 +125,57 @@ DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
 MAX_BUCKETS = 64
 #: Points per grid step where a quantile's interval is searched.
 SEARCH = 8
+#: A quantile's stderr (the sd of the bootstrap's quantiles) is served only when their
+#: skewness is at most this in size: a normal law's is 0, and its sample skewness over
+#: 1,000 replicates has sd sqrt(6/1000) = 0.08, so this flags only clearly skewed laws
+#: (p99 at eps 1: -1.1 to -2.6; docs/numeric.md, "Issue 40").
+MAX_SKEW = 1.0
+#: What a quantile's null stderr means, in its JSON.
+SKEWED = "skewed: no single standard error describes this quantile; use ci_low/ci_high"
 Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
 class Interval:
-    """One statistic with its stderr (None: an inverted test has none) and interval."""
+    """One statistic with its stderr (None: a skewed quantile has none) and interval;
+    a quantile's ``smoothed`` is the served shape's own reading, beside it."""
 
     value: float
     stderr: float | None
     ci_low: float
     ci_high: float
+    smoothed: float | None = None
 
-    def to_json(self) -> dict[str, float | None]:
-        return {
+    def to_json(self) -> dict[str, float | str | None]:
+        out: dict[str, float | str | None] = {
             "value": self.value,
             "stderr": self.stderr,
             "ci_low": self.ci_low,
             "ci_high": self.ci_high,
         }
+        if self.smoothed is not None:
+            out["smoothed"] = self.smoothed
+            if self.stderr is None:
+                out["stderr_note"] = SKEWED
+        return out
+
+
+def bootstrap_stderr(replicates: Floats) -> float | None:
+    """A quantile's stderr: the sd of the bootstrap replicates' quantiles (R,), when their
+    skewness is at most ``MAX_SKEW`` in size; else None (a skewed law has no single
+    standard error that describes it).
+
+    >>> gen = np.random.default_rng(0)
+    >>> round(bootstrap_stderr(gen.normal(5.0, 2.0, 1000)), 1)
+    2.0
+    >>> bootstrap_stderr(100 - gen.exponential(2.0, 1000)) is None   # skewness -2
+    True
+    """
+    sd = float(np.std(replicates, ddof=1))
+    if not sd > 0:
+        return None
+    skew = float(np.mean((replicates - np.mean(replicates)) ** 3)) / sd**3
+    return sd if abs(skew) <= MAX_SKEW else None
 
 
 def cdf_knots(lo: float, hi: float, k: int) -> Floats:
@@ -173,10 +208,17 @@ def unbiased_inverse(m: GridChannel) -> Floats:
     return linear_inverse(m.transition())
 
 
-def _linear(m: GridChannel, share: Floats, n: int, phi: Floats) -> tuple[Floats, Floats]:
-    """(unbiased estimate, its estimated variance) of phi . x for each column of phi."""
+def _linear(
+    m: GridChannel, share: Floats, n: int, phi: Floats, target: str = "reporters"
+) -> tuple[Floats, Floats]:
+    """(unbiased estimate, its estimated variance) of phi . x for each column of phi:
+    about the reporting population (less the between-person phi^2 . x - F^2), or about
+    the law they were drawn from (the reports' sample variance of w over n)."""
     w = unbiased_inverse(m) @ phi
-    return share @ w, np.maximum(
+    value = share @ w
+    if target == "population":
+        return value, np.maximum(share @ (w * w) - value * value, 0.0) / max(n - 1, 1)
+    return value, np.maximum(
         share @ (w * w) - share @ (unbiased_inverse(m) @ (phi * phi)), 0.0
     ) / n
 
@@ -225,6 +267,8 @@ class DistributionEstimate:
     edges: Floats
     quantiles_asked: tuple[float, ...]
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+    #: "reporters" (the reporting users' own values) or "population" (their law).
+    target: str = "reporters"
 
     @property
     def z(self) -> float:
@@ -233,13 +277,14 @@ class DistributionEstimate:
     def cdf(self, points: npt.ArrayLike) -> tuple[Floats, Floats]:
         """(unbiased F_hat, stderr) at each point."""
         p = np.asarray(points, dtype=np.float64)
-        value, var = _linear(self.m, self.share, self.n, _below(self.m.lo, self.m.hi, self.m.k, p))
+        phi = _below(self.m.lo, self.m.hi, self.m.k, p)
+        value, var = _linear(self.m, self.share, self.n, phi, self.target)
         return value, np.sqrt(var)
 
     def range_share(self, a: float, b: float) -> Interval:
         """The share of values in [a, b], unbiased, with its normal interval."""
         phi = _below(self.m.lo, self.m.hi, self.m.k, np.array([a, b], dtype=np.float64))
-        value, var = _linear(self.m, self.share, self.n, phi[:, 1:] - phi[:, :1])
+        value, var = _linear(self.m, self.share, self.n, phi[:, 1:] - phi[:, :1], self.target)
         se = float(np.sqrt(var[0]))
         return Interval(
             float(value[0]), se, float(value[0]) - self.z * se, float(value[0]) + self.z * se
@@ -253,10 +298,12 @@ class DistributionEstimate:
         """Each q-quantile with its interval from the parametric bootstrap of the monotone
         unbiased CDF (``aggregator.quantiles``), the test at each x under G's I-projection
         onto F(x) = q (``aggregator.projection``); one bootstrap serves them all, and its
-        draws do not depend on which qs are asked.  The value is the served shape's own
-        q-quantile, moved to the interval's nearer end when it lies outside: the shape
-        reads a tail far better than the noisy unbiased CDF (docs/numeric.md: error 0.05
-        against 0.16 of the range at p99, eps = 0.5), and the interval keeps it honest."""
+        draws do not depend on which qs are asked.  The value is the point that test
+        is built around (``projection_centre``: the test at level 0), so the value and
+        its interval come from one estimator; its stderr is the sd of the bootstrap's
+        quantiles of the monotone CDF, None when they are skewed (``bootstrap_stderr``).
+        The shape's own q-quantile is beside it as ``smoothed`` (less noisy in a tail,
+        but biased, and no interval describes it: docs/numeric.md, "Issue 40")."""
         for q in qs:
             if not 0 < q < 1:
                 raise ValueError(f"a quantile must be in (0, 1), got {q!r}")
@@ -269,12 +316,15 @@ class DistributionEstimate:
         the same replicates in other ways)."""
         bands = boot.bands(self.confidence)
         shape = read_quantiles(boot.x, cdf_of_masses(self.masses, self.m.lo, self.m.hi)(boot.x), qs)
+        replicates = read_quantiles(boot.x, boot.replicate, qs)
         out = []
-        for q, value in zip(qs, shape[0], strict=True):
-            stderr, *served = boot.interval(q, bands)
+        for i, (q, smoothed) in enumerate(zip(qs, shape[0], strict=True)):
+            _, *served = boot.interval(q, bands)
             test = ProjectionTest(boot, q, self.confidence)
             low, high = projection_interval(test, (served[0], served[1]))
-            out.append(Interval(float(np.clip(value, low, high)), stderr, low, high))
+            value = projection_centre(test, (low, high))
+            stderr = bootstrap_stderr(replicates[:, i])
+            out.append(Interval(value, stderr, low, high, float(smoothed)))
         return out
 
     def bootstrap_cdf(self) -> CdfBootstrap:
@@ -283,14 +333,15 @@ class DistributionEstimate:
         population with the served shape's law through the exact channel."""
         x, w, _ = search_weights(self.m)
         return bootstrap_cdf(
-            self.m.transition(), w, x, self.masses, self.n, self.bootstrap, self.share * self.n
+            self.m.transition(), w, x, self.masses, self.n, self.bootstrap, self.share * self.n,
+            self.target,
         )
 
     def smoothed_shares(self) -> Floats:
         """The EMS share of each bucket between consecutive ``edges``."""
         return np.diff(cdf_of_masses(self.masses, self.m.lo, self.m.hi)(self.edges))
 
-    def buckets(self) -> list[dict[str, float | None]]:
+    def buckets(self) -> list[dict[str, float | str | None]]:
         """Each bucket: its edges, the unbiased share with its interval, the EMS share."""
         smooth = self.smoothed_shares()
         return [
@@ -322,8 +373,10 @@ class DistributionEstimate:
                 + "; values and intervals: unbiased inversion of the channel "
                 "(quantiles: the monotone CDF, interval by inverting a parametric "
                 f"bootstrap test of it, {self.bootstrap.replicates} tallies through the exact "
-                "channel, each point tested under its I-projection null)"
+                "channel, each point tested under its I-projection null; the value is that "
+                "test's centre, the shape's own quantile is 'smoothed')"
             ),
+            "target": self.target,
         }
 
 
@@ -335,9 +388,12 @@ def estimate_distribution(
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     buckets: int = 16,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    target: str = "reporters",
 ) -> DistributionEstimate:
     """The distribution behind ``tallies`` (``n`` reports of ``m``) on ``buckets`` equal
-    buckets, with the ``quantiles`` asked (their intervals from ``bootstrap``)."""
+    buckets, with the ``quantiles`` asked (their intervals from ``bootstrap``), about
+    the reporting users or (``target="population"``) the law they were drawn from."""
+    check_target(target)
     counts = np.asarray(tallies, dtype=np.float64)
     if counts.shape != (m.num_counters,):
         raise ValueError(f"tally vector has {counts.shape} counters, need {m.num_counters}")
@@ -363,6 +419,7 @@ def estimate_distribution(
         edges=np.linspace(m.lo, m.hi, buckets + 1),
         quantiles_asked=tuple(float(q) for q in quantiles),
         bootstrap=bootstrap,
+        target=target,
     )
 
 
@@ -374,6 +431,7 @@ def distribution_json(
     confidence: float,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
     buckets: int = 16,
+    target: str = "reporters",
 ) -> dict[str, Any]:
     """The API's "distribution" and "quantiles" members, as a metric's ``statistics`` ask.
 
@@ -387,12 +445,15 @@ def distribution_json(
         raise ValueError(f"{m.name} estimates no distribution; square_wave and hierarchical do")
     asked = quantiles if "quantiles" in statistics else ()  # the bootstrap only if served
     d = estimate_distribution(
-        m, tallies, n, confidence, quantiles=asked, buckets=min(buckets, MAX_BUCKETS)
+        m, tallies, n, confidence, quantiles=asked, buckets=min(buckets, MAX_BUCKETS),
+        target=target,
     )
     body = d.to_json()
     out: dict[str, Any] = {}
     if "distribution" in statistics:
-        out["distribution"] = {key: body[key] for key in ("buckets", "grid_points", "method")}
+        out["distribution"] = {
+            key: body[key] for key in ("buckets", "grid_points", "method", "target")
+        }
     if "quantiles" in statistics:
         out["quantiles"] = body["quantiles"]
     return out

@@ -73,6 +73,20 @@ in t averaged with the tally's own estimates of mean(t) and mean(t^2)
 ``estimate(..., epochs=T)`` applies it; T = 1 (one epoch) is the one-level
 formula, and one-level mechanisms ignore ``epochs``.
 
+Target (issue 40).  Everything above is about the reporting users: their own
+values are fixed and the only noise is the channel's (``target="reporters"``,
+the default).  ``target="population"`` treats the reporters as a random sample
+of a law and adds the spread between people.  Each report's unbiased value Y_r
+(a frequency: (X_r - q*)/(p* - q*); a grid mean: the cell's value) has, over
+the law and the channel together, one variance, estimated without bias by the
+reports' own sample variance s_Y^2; so for one epoch Var = s_Y^2 / n, both
+parts at once.  Over a window of T epochs one person's reports share a value,
+so the between-person part, b = s_Y^2 - n Var_reporters(one epoch) (>= 0), is
+bounded by T b / n and added to the reporters' window variance.  For 1BitMean
+the population variance of one epoch is exactly the Jensen bound above
+(pi_bar (1 - pi_bar) is the variance of a report whose person is drawn from
+the law), so there the bound is the answer.
+
 >>> from ldp_core import mechanism
 >>> from ldp_core.simulate import tallies
 >>> m = mechanism("grr", epsilon=2.0, domain_size=3)
@@ -103,16 +117,60 @@ from aggregator.consistency import norm_sub
 from ldp_core import Bounded, Mechanism, Memoisable, Numeric, WindowedNumeric
 
 __all__ = [
+    "TARGETS",
     "FrequencyEstimate",
     "ScalarEstimate",
+    "check_target",
     "estimate",
     "exact_count_variance",
     "exact_mean_variance",
     "numeric_mean",
     "window_count_variance",
     "window_mean_variance",
+    "with_population",
     "z_value",
 ]
+
+#: Whom an interval is about: the reporting users (their own values fixed), or the
+#: law they were drawn from (the reporters a sample of it; the spread between people
+#: added).
+TARGETS = ("reporters", "population")
+
+
+def check_target(target: object) -> str:
+    """The target, or ValueError naming the bad value.
+
+    >>> check_target("population")
+    'population'
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
+    return str(target)
+
+
+def with_population(reporters_one: float | npt.NDArray[np.float64],
+                    reporters_window: float | npt.NDArray[np.float64],
+                    sample_one: float | npt.NDArray[np.float64],
+                    epochs: int) -> npt.NDArray[np.float64]:
+    """The population target's variance: the reporters' window variance plus ``epochs``
+    times the between-person part b / n = (sample_one - reporters_one), clipped at 0
+    (module docstring).  One epoch: ``sample_one`` itself.
+
+    >>> float(with_population(0.5, 0.5, 0.75, 1)), float(with_population(0.5, 2.0, 0.75, 3))
+    (0.75, 2.75)
+    """
+    between = np.maximum(np.asarray(sample_one, dtype=np.float64) - reporters_one, 0.0)
+    return np.asarray(np.asarray(reporters_window, dtype=np.float64) + epochs * between,
+                      dtype=np.float64)
+
+
+def _bernoulli_sample_variance(
+    m: Mechanism, support: npt.NDArray[np.float64], n: int
+) -> npt.NDArray[np.float64]:
+    """s_Y^2 / n on the share scale for Y = (X - q*)/(p* - q*), X a report's support bit."""
+    pi = support / n
+    s2 = pi * (1 - pi) * n / max(n - 1, 1) / (m.p_star - m.q_star) ** 2
+    return np.asarray(s2 / n, dtype=np.float64)
 
 
 def z_value(confidence: float, comparisons: int = 1) -> float:
@@ -280,6 +338,7 @@ def numeric_mean(
     n: int,
     confidence: float = 0.95,
     epochs: int = 1,
+    target: str = "reporters",
 ) -> ScalarEstimate:
     """The mean from a ``Numeric`` mechanism's cell tallies: each cell stands for an
     unbiased value of x (``report_values``); the variance is the mechanism's own
@@ -300,10 +359,14 @@ def numeric_mean(
         raise ValueError(f"tally vector has {len(counts)} counters, need {len(values)}")
     mean = float(counts @ values / n)
     epochs = _check_epochs(epochs)
+    one = m.mean_variance(tallies, n)
+    var = one
     if epochs > 1 and isinstance(m, WindowedNumeric):
-        se = math.sqrt(m.window_mean_variance(tallies, n, epochs))
-    else:
-        se = math.sqrt(m.mean_variance(tallies, n))
+        var = m.window_mean_variance(tallies, n, epochs)
+    if check_target(target) == "population":
+        sample = (float(counts @ (values * values)) / n - mean * mean) / max(n - 1, 1)
+        var = float(with_population(one, var, sample, epochs))
+    se = math.sqrt(var)
     z = z_value(confidence)
     assert isinstance(m, Mechanism)
     return ScalarEstimate(mean, se, mean - z * se, mean + z * se, n, m.epsilon, m.name,
@@ -319,6 +382,7 @@ def estimate(
     simultaneous: bool = False,
     *,
     epochs: int = 1,
+    target: str = "reporters",
 ) -> FrequencyEstimate | ScalarEstimate:
     """Debias a tally vector from ``n`` reports of mechanism ``m``.
 
@@ -326,20 +390,37 @@ def estimate(
     widens the interval of a two-level (memoised) mechanism for the
     correlation of one device's reports (module docstring); a one-level
     mechanism's reports are independent and ignore it.
+
+    ``target``: "reporters" (the interval is about the reporting users' own values)
+    or "population" (about the law they were drawn from: module docstring).
+
+    >>> from ldp_core import mechanism
+    >>> from ldp_core.simulate import tallies
+    >>> m = mechanism("grr", epsilon=4.0, domain_size=2)
+    >>> t, n = tallies(m, [0] * 5000 + [1] * 5000, seed=1)
+    >>> us, law = estimate(m, t, n), estimate(m, t, n, target="population")
+    >>> round(float(law.stderr[0] ** 2 - us.stderr[0] ** 2) * n, 2)   # + f (1 - f)
+    0.25
     """
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n <= 0:
         raise ValueError(f"n must be a positive number of reports, got {n!r}")
     n = int(n)
     epochs = _check_epochs(epochs)
+    population = check_target(target) == "population"
     if isinstance(m, Numeric):
-        return numeric_mean(m, tallies, n, confidence, epochs)
+        return numeric_mean(m, tallies, n, confidence, epochs, target)
     support = np.asarray(m.support_counts(tallies), dtype=np.float64)
     p, q = m.p_star, m.q_star
     c_hat = (support - n * q) / (p - q)
     if m.kind == "frequency":
         comparisons = m.domain_size if simultaneous else 1
         z = z_value(confidence, comparisons)
-        stderr = np.sqrt(window_count_variance(m, n, np.clip(c_hat, 0, n), epochs)) / n
+        c = np.clip(c_hat, 0, n)
+        var = window_count_variance(m, n, c, epochs) / n**2
+        if population:
+            one = exact_count_variance(m, n, c) / n**2
+            var = with_population(one, var, _bernoulli_sample_variance(m, support, n), epochs)
+        stderr = np.sqrt(var)
         value = c_hat / n
         return FrequencyEstimate(
             value=value,
@@ -356,13 +437,22 @@ def estimate(
     z = z_value(confidence)
     share = float(c_hat[1] / n)
     if m.kind == "binary":
-        var = window_count_variance(m, n, min(max(c_hat[1], 0.0), n), epochs)
-        se = math.sqrt(float(var)) / n
+        c1 = min(max(c_hat[1], 0.0), n)
+        var = window_count_variance(m, n, c1, epochs) / n**2
+        if population:
+            one = exact_count_variance(m, n, c1) / n**2
+            var = with_population(one, var, _bernoulli_sample_variance(m, support, n)[1],
+                                  epochs)
+        se = math.sqrt(float(var))
         return ScalarEstimate(
             share, se, share - z * se, share + z * se, n, m.epsilon, m.name, confidence
         )
     assert isinstance(m, Bounded), m.name  # kind "mean"
     lo, hi = m.lo, m.hi
-    se = math.sqrt(float(window_mean_variance(m, n, share, epochs))) * (hi - lo)
+    var = window_mean_variance(m, n, share, epochs)
+    if population:
+        one = window_mean_variance(m, n, share)
+        var = with_population(one, var, _bernoulli_sample_variance(m, support, n)[1], epochs)
+    se = math.sqrt(float(var)) * (hi - lo)
     mean = lo + share * (hi - lo)
     return ScalarEstimate(mean, se, mean - z * se, mean + z * se, n, m.epsilon, m.name, confidence)

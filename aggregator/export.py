@@ -4,14 +4,16 @@ One row per value (per category; one for a boolean or a mean) of the whole
 window (``scope = window``) and, when the series was asked, of every epoch
 (``scope = epoch``).  A suppressed estimate is one row with ``suppressed``
 true, its ``reason``, and empty numbers.  The columns are ``COLUMNS``, in that
-order, in both formats; times are ISO 8601 UTC.
+order, in both formats; times are ISO 8601 UTC; ``target`` says whom the
+intervals are about (``reporters`` or ``population``, issue 40).
 
 >>> body = {"metric": "crashed", "version": 1, "kind": "boolean", "epsilon": 1.0,
 ...     "epoch_seconds": 86400, "confidence": 0.95, "n": 5000, "suppressed": False,
 ...     "reason": None, "window": {"first_epoch": 20400, "last_epoch": 20401},
+...     "target": "reporters",
 ...     "estimate": {"value": 0.31, "stderr": 0.01, "ci_low": 0.29, "ci_high": 0.33}}
 >>> print(to_csv(body).splitlines()[1])
-crashed,1,boolean,window,,20400,20401,2025-11-08T00:00:00Z,2025-11-10T00:00:00Z,5000,false,,,0.31,0.01,0.29,0.33,,0.95,1.0
+crashed,1,boolean,window,,20400,20401,2025-11-08T00:00:00Z,2025-11-10T00:00:00Z,5000,false,,,0.31,0.01,0.29,0.33,,0.95,1.0,reporters
 >>> import json; json.loads(to_jsonl(body))["value"]
 0.31
 
@@ -55,6 +57,7 @@ COLUMNS = (
     "consistent",
     "confidence",
     "epsilon",
+    "target",
 )
 
 _MEDIA = {"json": "application/json", "csv": "text/csv", "jsonl": "application/x-ndjson"}
@@ -124,6 +127,7 @@ def rows(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         "kind": body["kind"],
         "confidence": body.get("confidence"),
         "epsilon": body.get("epsilon"),
+        "target": body.get("target"),
     }
     window = body.get("window") or {}
     # A series page after the first carries points only (no window row).

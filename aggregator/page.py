@@ -172,6 +172,17 @@ def _series(body: dict[str, Any]) -> str:
     )
 
 
+def _target_label(target: object) -> str:
+    """Whom the intervals are about (issue 40), for the facts line.
+
+    >>> _target_label("population")
+    ' about the population (the spread between people included)'
+    """
+    if target == "population":
+        return " about the population (the spread between people included)"
+    return " about the reporting users" if target == "reporters" else ""
+
+
 def _section(body: dict[str, Any], extra: str = "") -> str:
     name = escape(body["metric"])
     lifetime = (
@@ -182,14 +193,19 @@ def _section(body: dict[str, Any], extra: str = "") -> str:
         f'<span class="epsilon">ε = {body["epsilon"]:g} per report, '
         f"{escape(body['unit'])}</span>{escape(lifetime)} · "
         f'<span class="n">n = {body["n"]}</span> · {body["window"]["epochs"]} '
-        f"{escape(body['epoch_length'])}(s) · {int(body['confidence'] * 100)}% intervals</p>"
+        f"{escape(body['epoch_length'])}(s) · {int(body['confidence'] * 100)}% intervals"
+        f'<span class="target">{_target_label(body.get("target"))}</span></p>'
     )
     flags = body.get("poisoning") or {}
     if flags.get("flagged"):
-        summary = flags.get("summary") or (
-            f"{int(flags.get('implausible_reports', 0))} implausible report(s) refused"
+        # The summary is a whole sentence, "Possible poisoning: ..." (aggregator.poisoning);
+        # without one (a suppressed window, a string metric) the service's own signals say why.
+        refused, z = int(flags.get("implausible_reports") or 0), flags.get("tally_sum_z")
+        why = f"{refused} implausible report(s) refused" if refused or z is None else (
+            f"set-bit total {float(z):+.1f} stderr from the honest law"
         )
-        facts += f'<p class="poisoning">Possible poisoning: {escape(str(summary))}</p>'
+        summary = flags.get("summary") or f"Possible poisoning: {why}."
+        facts += f'<p class="poisoning">{escape(str(summary))}</p>'
 
     if body["suppressed"]:
         main = f'<p class="suppressed">Suppressed: {escape(str(body["reason"]))}.</p>'

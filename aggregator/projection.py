@@ -69,6 +69,7 @@ __all__ = [
     "first_true",
     "monotone_column",
     "projected",
+    "projection_centre",
     "projection_interval",
 ]
 
@@ -157,6 +158,7 @@ class ProjectionTest:
     q: float
     confidence: float
     _bands: dict[int, Floats] = field(default_factory=dict, repr=False, compare=False)
+    _medians: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.boot.noise is None:
@@ -171,8 +173,16 @@ class ProjectionTest:
         if j not in self._bands:
             assert self.boot.noise is not None
             null = projected(self.boot.own, j, self.q) + self.boot.noise
-            self._bands[j] = error_band(monotone_column(null, j) - self.q, self.confidence)
+            error = monotone_column(null, j) - self.q
+            self._bands[j] = error_band(error, self.confidence)
+            self._medians[j] = float(np.median(error))
         return self._bands[j]
+
+    def centre(self, j: int) -> float:
+        """g_mid(j) = F_hat(x_j) - q - the null's median error at x_j: where it turns >= 0
+        is the point every interval of this test is built around (its level 0)."""
+        self.band(j)
+        return float(self.boot.observed[j] - self.q - self._medians[j])
 
     def below(self, j: int) -> float:
         """g_lo(j) = F_hat(x_j) - q - e_lo(j): < 0 rejects F(x_j) = q as too high a q."""
@@ -211,6 +221,24 @@ def projection_interval(test: ProjectionTest, start: tuple[float, float]) -> tup
     low = _between(x, test.below, first_true(lambda j: test.below(j) >= 0, low_at, size))
     high = _between(x, test.above, first_true(lambda j: test.above(j) > 0, high_at, size))
     return min(low, high), max(low, high)
+
+
+def projection_centre(test: ProjectionTest, interval: tuple[float, float]) -> float:
+    """The served quantile: where F_hat(x) - q crosses the null's median error (the test
+    at level 0), searched from the middle of ``interval`` and kept inside it.  At the
+    true quantile that error is centred, so the point is median-unbiased as far as the
+    null is right, and it lies in every interval the test gives.
+
+    >>> x = np.linspace(0.0, 1.0, 101)
+    >>> b = CdfBootstrap(x, x, x, x, np.linspace(-0.1, 0.1, 201)[:, None] + 0 * x)
+    >>> round(projection_centre(ProjectionTest(b, 0.5, 0.9), (0.41, 0.59)), 3)
+    0.5
+    """
+    x = test.boot.x
+    size = len(x)
+    start = min(int(np.searchsorted(x, (interval[0] + interval[1]) / 2)), size - 1)
+    point = _between(x, test.centre, first_true(lambda j: test.centre(j) >= 0, start, size))
+    return float(np.clip(point, interval[0], interval[1]))
 
 
 def acceptance(test: ProjectionTest) -> npt.NDArray[np.bool_]:

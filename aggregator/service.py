@@ -117,6 +117,7 @@ async def estimate_response(
     out = metric_facts(spec)
     out["window"] = _window_json(start, end, epochs)
     out["confidence"] = options.confidence
+    out["target"] = options.target
     if cursor is None and whole:
         robust = Policy()
         each = len(epochs) <= robust.robust_max_epochs and (

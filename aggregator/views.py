@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aggregator.distribution import DEFAULT_QUANTILES, distribution_json
-from aggregator.estimate import FrequencyEstimate, estimate
+from aggregator.estimate import FrequencyEstimate, check_target, estimate
 from ldp_core.mechanisms.prefix import PrefixOLH
 from ldp_core.metric import MetricSpec
 
@@ -38,6 +38,12 @@ class EstimateOptions:
     #: A distribution metric's quantiles and histogram buckets.
     quantiles: tuple[float, ...] = DEFAULT_QUANTILES
     buckets: int = 16
+    #: Whom the intervals are about: "reporters" (the reporting users' own values) or
+    #: "population" (the law they were drawn from; ``aggregator.estimate``).
+    target: str = "reporters"
+
+    def __post_init__(self) -> None:
+        check_target(self.target)
 
 
 def _num(x: Any) -> float | None:
@@ -80,17 +86,25 @@ def suppression_reason(spec: MetricSpec, n: int) -> str | None:
     return None
 
 
-def stderr_basis(levels: int, epochs: int) -> str:
-    """How the stderr treats the reports of one device, in words.
+def stderr_basis(levels: int, epochs: int, target: str = "reporters") -> str:
+    """How the stderr treats the reports of one device, and whom it is about, in words.
 
     >>> stderr_basis(2, 7)
     'memoised: correlated reports of one device over 7 epochs with data (bound)'
+    >>> stderr_basis(1, 3, "population")
+    'independent reports; population: plus the spread between people over 3 epochs (bound)'
     """
     if levels == 1:
-        return "independent reports"
+        basis = "independent reports"
+    elif epochs == 1:
+        basis = "memoised: one epoch, one report per device"
+    else:
+        basis = f"memoised: correlated reports of one device over {epochs} epochs with data (bound)"
+    if check_target(target) == "reporters":
+        return basis
     if epochs == 1:
-        return "memoised: one epoch, one report per device"
-    return f"memoised: correlated reports of one device over {epochs} epochs with data (bound)"
+        return basis + "; population: plus the spread between people"
+    return basis + f"; population: plus the spread between people over {epochs} epochs (bound)"
 
 
 #: Candidates listed below the discovery cut, to fill a top list (``confident`` false).
@@ -98,7 +112,8 @@ STRING_TOP = 20
 
 
 def discovered_json(
-    m: PrefixOLH, tallies: Sequence[int], confidence: float, epochs: int = 1
+    m: PrefixOLH, tallies: Sequence[int], confidence: float, epochs: int = 1,
+    target: str = "reporters",
 ) -> dict[str, Any]:
     """The strings a ``prefix_olh`` metric discovered: one row each (``category`` is the
     string, ``value`` its share of the reports, with stderr and interval; ``confident``
@@ -106,20 +121,35 @@ def discovered_json(
     the least share found with probability ``detection_power`` (and in reports).
 
     ``epochs``: the epochs with data the tallies sum; the memoised form's intervals
-    and threshold widen with it (one device's reports are correlated)."""
+    and threshold widen with it (one device's reports are correlated).
+
+    ``target="population"`` widens each found string's interval by the spread between
+    people, f (1 - f) / n per epoch (``aggregator.estimate``); discovery is unchanged."""
     import numpy as np
+
+    from aggregator.estimate import z_value
 
     found = m.discover(
         np.asarray(tallies, dtype=np.int64), confidence=confidence, top=STRING_TOP, epochs=epochs
     )
+    z = z_value(confidence)
+
+    def spread(f: Any) -> tuple[float, float, float]:
+        """(stderr, ci_low, ci_high) for the target."""
+        if check_target(target) == "reporters":
+            return float(f.stderr), float(f.ci_low), float(f.ci_high)
+        share = min(max(float(f.estimate), 0.0), 1.0)
+        se = math.sqrt(float(f.stderr) ** 2 + epochs * share * (1 - share) / found.n)
+        return se, float(f.estimate) - z * se, float(f.estimate) + z * se
+
     return {
         "values": [
             {
                 "category": f.value,
                 "value": _num(f.estimate),
-                "stderr": _num(f.stderr),
-                "ci_low": _num(f.ci_low),
-                "ci_high": _num(f.ci_high),
+                "stderr": _num(spread(f)[0]),
+                "ci_low": _num(spread(f)[1]),
+                "ci_high": _num(spread(f)[2]),
                 "count": _num(f.count),
                 "confident": f.confident,
             }
@@ -160,9 +190,12 @@ def estimate_json(
         return out
     m = spec.build()
     if isinstance(m, PrefixOLH):
-        out["estimate"] = discovered_json(m, tallies, options.confidence, epochs)
-        out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
+        out["estimate"] = discovered_json(m, tallies, options.confidence, epochs,
+                                          options.target)
+        out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs, options.target)
+        out["estimate"]["target"] = options.target
         out["confidence"] = options.confidence
+        out["target"] = options.target
         out["simultaneous"] = False
         return out
     e = estimate(
@@ -173,6 +206,7 @@ def estimate_json(
         consistent=options.consistent,
         simultaneous=options.simultaneous,
         epochs=epochs,
+        target=options.target,
     )
     if isinstance(e, FrequencyEstimate):
         consistent = e.consistent
@@ -200,8 +234,10 @@ def estimate_json(
         if window and spec.serves_distribution:
             out["estimate"].update(distribution_json(
                 spec.statistics, m, tallies, n, options.confidence, options.quantiles,
-                options.buckets))
-    out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs)
+                options.buckets, options.target))
+    out["estimate"]["stderr_basis"] = stderr_basis(m.levels, epochs, options.target)
+    out["estimate"]["target"] = options.target
     out["confidence"] = options.confidence
+    out["target"] = options.target
     out["simultaneous"] = options.simultaneous and m.kind == "frequency"
     return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ldp_cli.stack import DEV_POW
 from ldp_server.redis_server import RedisServer, free_port
 from ldp_server.service import UvicornService
 from ldp_server.service import start_uvicorn as kit_start_uvicorn
@@ -126,6 +127,8 @@ class Stack:
             "LDP_TOKEN_KEY_FILE": str(REPO_ROOT / "tests" / "support" / "token_key.pem"),
             "LDP_RATE_LIMIT_PER_SECOND": "0",
             "LDP_LOG_LEVEL": "WARNING",
+            # Fleets register each device (the issuer's gate): a trivial proof of work.
+            **DEV_POW,
         }
         out.update(extra or {})
         return out

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
-from benchmarks import fleet
+from benchmarks import _smoke, fleet
 from benchmarks._services import (
     ADMIN_KEY,
     ANALYST_KEY,
@@ -67,6 +67,7 @@ from benchmarks._services import (
 )
 from benchmarks.speed import Probe
 from collector.token_crypto import TokenKey
+from ldp_cli.stack import DEV_POW
 from tests.support.servers import RedisClusterProcesses
 
 __all__ = ["Run", "Sim", "load", "main", "save"]
@@ -188,6 +189,7 @@ class Sim:
                 "LDP_ANALYST_KEYS": ANALYST_KEY,
                 "LDP_TOKEN_KEY_FILE": str(folder / "token_key.pem"),
                 "LDP_RATE_LIMIT_PER_SECOND": "0", "LDP_LOG_LEVEL": "WARNING",
+                **DEV_POW,  # the simulated devices register: a trivial proof of work
                 # 30 days: each run gets an epoch of its own, from tomorrow back
                 "LDP_ACCEPTANCE_HOURS": str(ACCEPT_HOURS),
             }
@@ -367,23 +369,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refit", type=Path, default=None,
                     help="run nothing: refit the model to a --save file and print the tables")
     args = ap.parse_args(argv)
+    _smoke.announce("bench_cluster_sim")
     if args.refit:
         costs, runs = load(args.refit)
         print(capacity.costs_table(costs) + "\n\n" + capacity.check_table(costs, costs.runs))
         _report(costs, runs)
         return 0
-    plan = [(int(float(s)), args.device_metrics, 0) for s in args.device_sizes.split(",") if s]
-    plan += [(int(float(s)), args.metrics, args.batch) for s in args.sizes.split(",") if s]
+    def sizes(text: str, metrics: int) -> list[int]:  # a smoke run: 20 devices a fleet
+        return [_smoke.size(int(float(s)), 20 * metrics) for s in text.split(",") if s]
+
+    plan = [(n, args.device_metrics, 0) for n in sizes(args.device_sizes, args.device_metrics)]
+    plan += [(n, args.metrics, args.batch) for n in sizes(args.sizes, args.metrics)]
     # the short fleets (a few seconds each) REPEATS times, in turn; check_table takes medians
+    repeats = _smoke.size(capacity.REPEATS, 1)
     short = [shape for shape in plan if shape[0] <= 10**5]
-    plan = short * (capacity.REPEATS - 1) + plan
+    plan = short * (repeats - 1) + plan
     today = int(time.time() // 86400)
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ldp-sim-") as tmp:
         sim = Sim.start(Path(tmp), args.metrics, key_bits=args.key_bits)
         try:
             epochs = [today + 1 - i for i in range(ACCEPT_HOURS // 24)]
-            calibration = 1 + len(capacity.CALIBRATION) * capacity.REPEATS
+            calibration = 1 + len(capacity.CALIBRATION) * repeats
             if len(plan) > len(epochs) - calibration:
                 raise SystemExit(f"{len(plan)} fleets and {calibration} calibration fleets "
                                  f"need more than the {len(epochs)} epochs accepted")
@@ -395,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(sim.run(metrics, n // metrics, epoch, batch=batch, seed=len(runs)))
                 print(table(RUN_HEADER, run_table(runs[-1:])), flush=True)
             if args.save:
-                save(args.save, costs, runs)
+                save(_smoke.output(args.save), costs, runs)
             _report(costs, runs)
         finally:
             sim.stop()

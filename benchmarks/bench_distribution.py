@@ -76,6 +76,7 @@ from aggregator.estimate import FrequencyEstimate, estimate
 from aggregator.projection import ProjectionTest, acceptance, projection_interval
 from aggregator.quantiles import read_quantiles
 from aggregator.shape import smoothing_for
+from benchmarks import _smoke
 from benchmarks._table import header, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.hierarchical import HierarchicalHistogram
@@ -466,8 +467,9 @@ def main() -> None:
         print(more.sweep_table(surveys))
         return
     surveys = int(_option("--surveys", "3" if quick else "20"))
-    populations = int(_option("--populations", "2" if quick else "10"))
-    trials = int(_option("--trials", "20" if quick else "100"))
+    populations = _smoke.size(int(_option("--populations", "2" if quick else "10")), 1)
+    trials = _smoke.size(int(_option("--trials", "20" if quick else "100")), 1)
+    _smoke.announce("bench_distribution")
     shapes = tuple(_option("--shapes", ",".join(SHAPES)).split(","))
     epsilons = tuple(
         float(e) for e in _option("--eps", ",".join(f"{e:g}" for e in COVERAGE_EPSILONS)).split(",")

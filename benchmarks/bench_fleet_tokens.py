@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _smoke
 from benchmarks._services import INGEST_KEY, Stack, start_uvicorn
 from benchmarks._table import header, table
 
@@ -82,7 +83,9 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,2,4,8,16",
                     help="comma-separated token_concurrency values")
     args = ap.parse_args()
-    print(section(args.devices, tuple(int(c) for c in args.concurrency.split(","))))
+    _smoke.announce("bench_fleet_tokens")
+    concurrency = tuple(int(c) for c in args.concurrency.split(","))
+    print(section(_smoke.size(args.devices, 20), concurrency))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _smoke
 from benchmarks._services import INGEST_KEY, REPO_ROOT, Stack, redis_cpu_seconds
 from benchmarks._table import header, table
 
@@ -140,7 +141,7 @@ def alternating_run(collector_url: str, minimal_url: str, redis_url: str, seed: 
     alternating rounds from one generator (``benchmarks/interleave.py``): 12 ABBA
     rounds of 0.25 s a side (6 of 0.15 s with ``quick``).  Its ratio of requests/s is
     one run's verdict on the single-report goal."""
-    rounds, seconds = (6, 0.15) if quick else (12, 0.25)
+    rounds, seconds = _smoke.size((6, 0.15) if quick else (12, 0.25), (2, 0.1))
     argv = [
         sys.executable, str(REPO_ROOT / "benchmarks" / "interleave.py"),
         "--collector", collector_url, "--minimal", minimal_url, "--redis", redis_url,
@@ -240,8 +241,8 @@ def section(quick: bool = False, plain: bool = False, single: bool = False,
     the single-report cases; ``limiter``: the collector's rate limiter on (``LIMITER_ON``;
     the benchmarks run with it off otherwise); ``connections``: the load's connections
     for single reports."""
-    duration = 1.5 if quick else 3.0
-    cases = tuple((*case[:4], 1) for case in CASES) if quick else CASES
+    duration = _smoke.size(1.5 if quick else 3.0, 0.1)
+    cases = tuple((*case[:4], 1) for case in CASES) if quick or _smoke.on() else CASES
     if single:
         cases = tuple(case for case in cases if case[0] == 1)
     workers = 1 if quick else 2
@@ -251,7 +252,8 @@ def section(quick: bool = False, plain: bool = False, single: bool = False,
     load_avg = os.getloadavg()
     with Stack.start() as stack:
         epoch = int(time.time() // 86400)
-        method, ceiling = redis_ceiling(stack.redis_url, 100_000 if quick else 500_000)
+        method, ceiling = redis_ceiling(stack.redis_url,
+                                        _smoke.size(100_000 if quick else 500_000, 5_000))
         # Both servers up at once, their runs interleaved (collector, minimal,
         # collector, ...): a drift of the machine's speed during the section then
         # weighs on both sides of every ratio alike.
@@ -445,7 +447,7 @@ def write_result(text: str, name: str) -> Path:
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown commit"
     dirty = " + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else ""
-    folder = REPO_ROOT / "benchmarks" / "results"
+    folder = _smoke.output(REPO_ROOT / "benchmarks" / "results")
     folder.mkdir(parents=True, exist_ok=True)
     stamp = f"{dt.datetime.now(dt.UTC):%Y-%m-%d-%H%M}"
     path = folder / f"{stamp}-{name}.md"
@@ -471,6 +473,7 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true",
                     help="print only; do not write benchmarks/results/")
     args = ap.parse_args()
+    _smoke.announce("bench_ingest")
     text = section(args.quick, args.plain, args.single, args.limiter, args.connections)
     print(text)
     if not args.no_write:

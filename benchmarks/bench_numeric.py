@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from aggregator.estimate import exact_mean_variance
+from benchmarks import _smoke
 from benchmarks._table import header, table
 from ldp_core import mechanism
 from ldp_core.mechanisms.piecewise import PiecewiseMean
@@ -78,7 +79,8 @@ def means_table(surveys: int = 2000) -> str:
 
 
 def main() -> None:
-    surveys = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    surveys = _smoke.size(int(sys.argv[1]) if len(sys.argv) > 1 else 2000, 20)
+    _smoke.announce("bench_numeric")
     print(header(f"Means of numeric metrics: n = {N} uniform over [{LO:g}, {HI:g}], "
                  f"{surveys} surveys each"))
     print(means_table(surveys))

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis
 
+from benchmarks import _smoke
 from benchmarks._services import client_cpu_seconds
 from collector.store.schema import INGEST_LUA
 from ldp_server.redis_server import RedisServer
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max", type=float, default=1e7, help="largest n (default 1e7)")
     args = parser.parse_args(argv)
-    sizes = [n for n in (10**5, 10**6, 10**7) if n <= args.max]
+    _smoke.announce("bench_report_state")
+    sizes = [n for n in _smoke.size((10**5, 10**6, 10**7), (10**4,)) if n <= args.max]
     with tempfile.TemporaryDirectory() as folder:
         server = RedisServer.start(folder, extra=("--appendonly", "no"))
         try:
@@ -167,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         server = RedisServer.start(Path(folder) / "fill", extra=("--appendonly", "no"))
         try:
             client = redis.Redis(port=server.port)
-            now, before = fill_profile(client, (INGEST_LUA, without_filler()))
+            now, before = fill_profile(client, (INGEST_LUA, without_filler()),
+                                       **_smoke.size({}, {"slots": 1, "rounds": 1}))
             print("| reports in the slot before the call | Redis CPU us/report | "
                   "without the filler (a listpack up to 512 buckets) | ratio |")
             print("|---|---:|---:|---:|")

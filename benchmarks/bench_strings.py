@@ -57,6 +57,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _smoke
 from benchmarks._table import header, table
 from ldp_core.clopper_pearson import cp_lower, cp_upper
 from ldp_core.mechanisms.prefix import PrefixOLH
@@ -325,6 +326,10 @@ def main() -> None:
                         help="data seed of the first run (the discovery settings were "
                              "chosen on seeds 0-11: report figures from others, e.g. 100)")
     args = parser.parse_args()
+    _smoke.announce("bench_strings")
+    if _smoke.on():
+        args.reports, args.runs = min(args.reports, 5_000), 1
+        args.big = ",".join("20000" for _ in args.big.split(",")) if args.big else ""
     peers = [p for p in args.peers.split(",") if p]
     if peers:
         try:

@@ -52,6 +52,7 @@ import gmpy2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
+from benchmarks import _smoke
 from collector.store import ValidReport
 from collector.token_crypto import TokenKey
 from collector.tokens import TokenService, V1Cutoff
@@ -146,8 +147,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--sign", action="store_true", help="time the issuer's blind signature")
     args = ap.parse_args()
+    _smoke.announce("bench_tokens")
+    args.repeats = _smoke.size(args.repeats, 1)
     if args.sign:
-        sign_table(args.repeats)
+        sign_table(args.repeats, _smoke.size(100, 5))
         return
     key = TokenKey.generate(2048)
     rows: list[tuple[str, float, int, int]] = []

@@ -67,7 +67,7 @@ usable per master; one token per device and day (tokens-v2), checked once
 per device batch.
 
     .venv/bin/python benchmarks/bench_cluster_sim.py --metrics 200 --sizes 1e5,1e6,1e7 \
-        --device-sizes 1e5      # calibrates, checks, prints the model (docs/tokens.md)
+        --device-sizes 1e5      # calibrates, checks, prints the model (docs/token-operations.md)
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from benchmarks import _smoke
 from benchmarks._table import table
 from benchmarks.bench_cluster_sim import Run
 from benchmarks.unit_costs import (
@@ -123,6 +124,11 @@ REPEATS = 3
 #: The calibration fleets: (metrics, devices, relay batch or 0 for device batches).
 CALIBRATION = ((1, 3000, 0), (20, 300, 0), (100, 100, 0), (1, 100_000, 1000),
                (20, 5_000, 1000), (100, 1_000, 1000), (100, 1_000, 250))
+#: ``LDP_BENCH_SMOKE`` (benchmarks/_smoke.py): the same shapes, run once, each fleet
+#: still big enough for its collector CPU to read many of /proc's 10 ms ticks (the
+#: fits weigh each run by 1 / its cost: a run that reads 0 has no weight to give).
+SMOKE_CALIBRATION = ((1, 300, 0), (20, 30, 0), (100, 5, 0), (1, 3_000, 1000), (20, 250, 1000),
+                     (100, 50, 1000), (100, 50, 250))
 
 
 @dataclass(frozen=True)
@@ -228,7 +234,8 @@ def medians(runs: Sequence[Run], cost: Column) -> list[Run]:
 
     A fleet of a few seconds can meet one of this shared machine's slow spells (the
     probe's fixed unit takes 1.5x longer from one second to the next, and the speed it
-    reads does not follow every spell the servers meet: docs/tokens.md); the median
+    reads does not follow every spell the servers meet:
+    benchmarks/results/history/2026-12-capacity.md); the median
     of three runs of a shape ignores one such spell.
     """
     groups: dict[tuple[int, int, int], list[Run]] = {}
@@ -309,38 +316,43 @@ def calibrate(run: Callable[..., Run], epochs: Sequence[int], key_bits: int = 20
     then the costs timed alone; ``run`` is ``Sim.run``, one epoch each
     (``1 + len(CALIBRATION) * REPEATS``).  The relay fleets hold 10^5 reports each: at
     ~5 us of Redis CPU per report, 10^4 gave Redis 50 ms to measure, a few of its
-    accounting ticks (q came out 4.5 us with either size: docs/tokens.md).  The
+    accounting ticks (q came out 4.5 us with either size:
+    benchmarks/results/history/2026-12-capacity.md).  The
     device fleets last a few seconds each, so that the speed probe (``probe``, which
     sets the reference speed: module docstring) samples each many times."""
-    if len(epochs) < 1 + len(CALIBRATION) * REPEATS:
-        raise ValueError(f"calibrate needs {1 + len(CALIBRATION) * REPEATS} epochs, "
+    shapes, repeats = _smoke.size((CALIBRATION, REPEATS), (SMOKE_CALIBRATION, 1))
+    if len(epochs) < 1 + len(shapes) * repeats:
+        raise ValueError(f"calibrate needs {1 + len(shapes) * repeats} epochs, "
                          f"got {len(epochs)}")
-    run(10, 100, epochs[0], seed=99)
-    plan = [shape for _ in range(REPEATS) for shape in CALIBRATION]
+    run(10, _smoke.size(100, 5), epochs[0], seed=99)
+    plan = [shape for _ in range(repeats) for shape in shapes]
     runs = tuple(run(m, d, epoch, batch=batch, seed=i)
                  for i, ((m, d, batch), epoch) in enumerate(zip(plan, epochs[1:], strict=False)))
     speeds = [r.speed_ms for r in runs]
     ref = statistics.median(speeds) if probe is not None and min(speeds) > 0 else 0.0
-    alone = _timed(probe, ref, lambda: verify_us(key_bits))
-    h = _timed(probe, ref, lambda: hit_us(key_bits))
+    alone = _timed(probe, ref, lambda: verify_us(key_bits, count=_smoke.size(300, 20)))
+    h = _timed(probe, ref, lambda: hit_us(key_bits, count=_smoke.size(1000, 50),
+                                          rounds=_smoke.size(20, 2)))
     a, b, c, v = _collector_fit(runs, h, ref)
     # the deployed key size: v scaled by the two sizes' costs timed alone
-    deploy = v if key_bits == 2048 else v * _timed(probe, ref, verify_us) / alone
-    w = _timed(probe, ref, counter_us)
+    deploy = v if key_bits == 2048 else v * _timed(
+        probe, ref, lambda: verify_us(count=_smoke.size(300, 20))) / alone
+    w = _timed(probe, ref, lambda: counter_us(**_smoke.size({}, {"slots": 4, "rounds": 2})))
     p, q, r, f = _redis_fit(runs, ref, w)
     device = [r for r in runs if r.batch == 0]
     x = np.array([[1.0, r.reports / r.requests] for r in device])
     up = np.linalg.lstsq(x, np.array([r.bytes_sent / r.requests for r in device]), rcond=None)[0]
     down = np.linalg.lstsq(x, np.array([r.bytes_received / r.requests for r in device]),
                            rcond=None)[0]
-    slots = slot_profile()
+    slots = slot_profile(**_smoke.size({}, {"buckets": 16, "calls": 100}))
     # Bytes per bucket at depth k = bucket_bytes + rest_bytes * k (two deepest fills).
     deep, deeper = slots[-2], slots[-1]
     rest = (deeper.bytes_per_bucket - deep.bytes_per_bucket) / (deeper.depth - deep.depth)
     bucket = slots[0].bytes_per_bucket - rest * slots[0].depth
     tally = statistics.median(r.tally_bytes / r.metrics for r in runs)
+    signed = sign_ms(_smoke.size(200, 5))
     return Costs((a, b, c), v, (p, q, r), (float(up[0]), float(up[1])),
-                 (float(down[0]), float(down[1])), bucket, rest, tally, sign_ms(),
+                 (float(down[0]), float(down[1])), bucket, rest, tally, signed,
                  estimate_ms(), tuple(slots), runs, key_bits, deploy, h, ref, alone, w, f)
 
 

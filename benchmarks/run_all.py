@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _smoke
+
 __all__ = ["SECTIONS", "main", "run"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -136,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in only if s not in SECTIONS]
     if unknown or not only:
         ap.error(f"unknown section(s) {unknown}; choose from {','.join(SECTIONS)}")
-    _, failed = run(only, args.quick, None if args.no_write else RESULTS)
+    _smoke.announce("run_all")  # every section at its --quick sizes, or smaller
+    _, failed = run(only, args.quick or _smoke.on(),
+                    None if args.no_write else _smoke.output(RESULTS))
     return 1 if failed else 0
 
 

@@ -32,7 +32,10 @@ Exceptions (see ``client_sdk._errors``)::
 
     SdkError
     ├── ConfigError (ValueError)   a bad argument (http to a remote host, no url/key)
-    └── StateError  (OSError)      state_dir unusable
+    └── StateError  (OSError)      state_dir unusable; never raised by Client(...):
+                                   it runs disabled instead (record answers
+                                   state_unavailable; one WARNING; no in-memory
+                                   ledger, which a restart would reset)
     ValueError                     record() with strict=True: value outside the domain
                                    (default: refused as invalid_value, numbers clamped)
 

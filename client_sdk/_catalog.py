@@ -13,6 +13,23 @@ A device that fetched the specs once works offline: the catalog is written to
 A spec that differs from the known one under the same (name, version) is
 refused, never swapped in: the metric is marked conflicted (``record`` answers
 ``spec_conflict``) until a higher version arrives, and a WARNING is logged once.
+
+A spec this SDK cannot build is skipped, never silently: one WARNING per
+metric and reason (``metric x: spec skipped (bundled with the app): ...``),
+counted in ``Counters.config_errors`` (``bundled_spec_invalid`` for the app's
+own catalog, ``spec_unusable`` for the collector's or the cache's).  Only the
+display-only fields the analyst API adds (``DISPLAY_FIELDS``: ``unit_text``)
+are dropped before parsing; any other unknown field still refuses the spec,
+since a field this SDK does not know may change what the mechanism does.
+
+>>> cat.update([{"name": "plan", "kind": "boolean", "epsilon": 1.0,
+...              "unit_text": "per device, per metric, per day"}], source="bundle")
+1
+>>> cat.update([{"name": "odd", "kind": "boolean", "epsilon": 1.0, "colour": "red"}],
+...            source="bundle")
+0
+>>> cat.skipped()
+{'bundled_spec_invalid': 1}
 """
 
 from __future__ import annotations
@@ -29,9 +46,18 @@ from typing import Any
 from client_sdk._device import mechanism_fingerprint
 from ldp_core.metric import MetricSpec
 
-__all__ = ["Catalog", "bundle_issuer_keys", "load_bundle"]
+__all__ = ["DISPLAY_FIELDS", "Catalog", "bundle_issuer_keys", "load_bundle"]
 
 log = logging.getLogger("client_sdk")
+
+#: Fields the analyst API (``GET /v1/metrics`` of the aggregator, so an older
+#: ``ldp metric list --json``) adds to a spec for people: not part of the spec, ignored.
+DISPLAY_FIELDS = frozenset({"unit_text"})
+#: Where specs come from (``Catalog.update``'s ``source``) -> their skip counter.
+_SKIP_COUNTER = {"bundle": "bundled_spec_invalid", "collector": "spec_unusable",
+                 "cache": "spec_unusable"}
+_SOURCE_TEXT = {"bundle": "bundled with the app", "collector": "from the collector",
+                "cache": "cached in state_dir"}
 
 
 class Catalog:
@@ -48,6 +74,8 @@ class Catalog:
         #: name -> the version under which a different spec was offered (refused).
         self._conflicts: dict[str, int] = {}
         self._warned: set[tuple[str, int]] = set()
+        #: (source, metric name, reason) of every spec skipped so far (each logged once).
+        self._skips: set[tuple[str, str, str]] = set()
         self.loaded_from_disk = False
         #: Called (without the lock) after every ``update`` once registered: a Client
         #: registers after seeding, so each call is a fetch from the collector.
@@ -84,24 +112,29 @@ class Catalog:
     def __len__(self) -> int:
         return len(self._specs)
 
-    def update(self, specs: Iterable[dict[str, Any]], *, save: bool = True) -> int:
+    def update(self, specs: Iterable[dict[str, Any]], *, save: bool = True,
+               source: str = "collector") -> int:
         """Add or replace specs from their JSON form; returns how many were usable.
 
         A spec this SDK cannot build (unknown mechanism in an older SDK, a bad
-        field) is skipped: its metric stays unknown rather than breaking the rest.
+        field) is skipped, logged and counted (see the module docstring): its
+        metric stays unknown rather than breaking the rest.  ``source`` is
+        "bundle", "collector" or "cache".
         """
         usable: dict[str, MetricSpec] = {}
-        raw: list[dict[str, Any]] = []
         for data in specs:
+            if isinstance(data, dict):
+                data = {k: v for k, v in data.items() if k not in DISPLAY_FIELDS}
             try:
                 spec = MetricSpec.from_json(data)
                 spec.build()
-            except (ValueError, TypeError, ImportError, KeyError):
+            except (ValueError, TypeError, ImportError, KeyError) as exc:
+                label = data.get("name") if isinstance(data, dict) else None
+                self._skip(source, label, str(exc) or type(exc).__name__)
                 continue
             current = usable.get(spec.name)
             if current is None or spec.version > current.version:
                 usable[spec.name] = spec
-                raw.append(data)
         with self._lock:
             for name, spec in usable.items():
                 known = self._specs.get(name)
@@ -123,6 +156,23 @@ class Catalog:
             listener()
         return len(usable)
 
+    def skipped(self) -> dict[str, int]:
+        """Specs skipped so far, by counter (``Counters.config_errors``)."""
+        counts: dict[str, int] = {}
+        for source, _, _ in list(self._skips):
+            key = _SKIP_COUNTER.get(source, "spec_unusable")
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def _skip(self, source: str, name: object, reason: str) -> None:
+        label = name if isinstance(name, str) else repr(name)
+        with self._lock:
+            if (source, label, reason) in self._skips:
+                return
+            self._skips.add((source, label, reason))
+        log.warning("metric %s: spec skipped (%s), the metric stays unknown: %s", label,
+                    _SOURCE_TEXT.get(source, source), reason)
+
     def _save(self, path: Path) -> None:
         data = {"metrics": [spec.to_json() for spec in self._specs.values()]}
         tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -142,7 +192,8 @@ class Catalog:
             return
         metrics = data.get("metrics") if isinstance(data, dict) else None
         if isinstance(metrics, list):
-            self.update([m for m in metrics if isinstance(m, dict)], save=False)
+            self.update([m for m in metrics if isinstance(m, dict)], save=False,
+                        source="cache")
             self.loaded_from_disk = bool(self._specs)
 
     def after_fork(self) -> None:

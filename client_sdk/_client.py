@@ -52,7 +52,9 @@ is per metric *name*: a new version of a spec shares the budget of its name.
 epoch, so the second is dropped as ``token_limit`` before it leaves.  For
 memoised metrics the lifetime ledger charges ``epsilon_inf`` once per
 permanent response drawn (per distinct value and mechanism fingerprint,
-keyed by an HMAC); ``lifetime_budgets`` caps the sum per name, and an opt-out
+keyed by an HMAC), and the sum per name is capped: by default at 4 x the
+epsilon_inf of the name's first draw on this device (``PrivacyCaps.lifetime_multiple``;
+no later spec version moves it), or at ``lifetime_budgets[name]``.  An opt-out
 does not reset it.
 
 Any number of Clients and processes may share one ``state_dir`` (a forked
@@ -64,7 +66,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -83,7 +87,7 @@ from client_sdk._hold import Holder
 from client_sdk._ledger import SqliteLedger
 from client_sdk._pins import IssuerPins
 from client_sdk._pipeline import Pipeline
-from client_sdk._record import Sampler, build_report, record_into
+from client_sdk._record import Sampler, build_report, lifetime_budgets_of, record_into
 from client_sdk._results import (
     Counters,
     PrivacyReport,
@@ -95,6 +99,8 @@ from ldp_core._rng import Rng
 from ldp_core.metric import MetricSpec
 
 __all__ = ["Client"]
+
+log = logging.getLogger("client_sdk")
 
 SECRET_FILE = "device_secret"  # noqa: S105 (a file name)
 SPOOL_FILE = "spool.sqlite3"
@@ -109,23 +115,32 @@ class Client:
                       $LDP_API_KEY); https, or http to loopback, unless allow_http
     state_dir         the SDK's own folder (0700; every file in it 0600): secret, spec
                       cache, spool and ledger (default: $LDP_STATE_DIR, else the
-                      platform's per-user state folder)
+                      platform's per-user state folder); unusable: the Client collects
+                      nothing, ``record`` answers ``state_unavailable`` (never raises)
     transport         a ``Transport`` (default: ``UrllibTransport``)
     enabled           False: collect nothing, touch no file, start no thread
     background        False: no sender thread; call ``flush(timeout)`` to send
     delivery          a ``DeliveryConfig`` (batching, retries, quotas, durability)
     sample_rate       probability of keeping a record (one float, or per metric)
     budgets           epsilon per unit for chosen metrics (default: the metric's epsilon)
-    lifetime_budgets  cap on the lifetime epsilon of memoised metrics (default: none)
+    lifetime_budgets  cap on the lifetime epsilon of chosen memoised metric names
+                      (``math.inf``: no cap; default: 4 x the epsilon_inf of the name's
+                      first permanent response on this device, ``caps.lifetime_multiple``)
     caps              ``PrivacyCaps``: specs above them are refused (default: epsilon 4
-                      per report, epsilon_inf 8)
+                      per report, epsilon_inf 8), and the default lifetime multiple
     metrics           the catalog bundled with the app: spec JSON objects, or the path
                       of a JSON file (``{"metrics": [...]}`` as GET /v1/metrics answers,
-                      optionally with ``"issuer_keys": [...]``)
+                      optionally with ``"issuer_keys": [...]``: what
+                      ``ldp metric list --json`` writes); a spec that cannot load is
+                      logged and counted (``config_errors["bundled_spec_invalid"]``)
     issuer_keys       key ids (SHA-256 hex) of the token issuer keys the app accepts,
                       joined with the bundle's and ``$LDP_ISSUER_KEYS``; a key not
                       pinned is refused (``client_sdk._pins``); none pinned: any key,
                       with one WARNING
+    device_token      for an issuer that knows devices by the app's accounts
+                      (``LDP_DEVICE_AUTH=jwt``): a callable returning the app's current
+                      login token (a JWT), sent with token requests only; raising or
+                      returning None is counted (``config_errors``) and retried later
     hold              ``HoldConfig``: values of metrics unknown before the first fetch
     strict            True: ``record`` raises ValueError for a value outside the domain
                       (default: refused as ``invalid_value``, numbers clamped)
@@ -149,6 +164,7 @@ class Client:
         caps: PrivacyCaps | None = None,
         metrics: Iterable[dict[str, Any]] | str | os.PathLike[str] | None = None,
         issuer_keys: Iterable[str] | None = None,
+        device_token: Callable[[], str | None] | None = None,
         hold: HoldConfig | None = None,
         strict: bool = False,
         allow_http: bool = False,
@@ -157,6 +173,9 @@ class Client:
     ) -> None:
         where = Connection.resolve(url, api_key, state_dir)
         check_url(where.url, allow_http=allow_http)
+        if device_token is not None and not callable(device_token):
+            raise TypeError(f"device_token must be a callable returning the app's login token,"
+                            f" got {type(device_token).__name__}")
         pinned = list(issuer_keys or ())
         if isinstance(metrics, str | os.PathLike):
             pinned += bundle_issuer_keys(metrics)
@@ -176,7 +195,7 @@ class Client:
         self._enabled = enabled
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})
-        self._lifetime_budgets = dict(lifetime_budgets or {})
+        self._lifetime_budgets = lifetime_budgets_of(lifetime_budgets)
         self._clock = clock
         self._rng = rng
         self._closed = False
@@ -184,31 +203,63 @@ class Client:
         self._device: DeviceState | None = None
         self._pipeline: Pipeline | None = None
         self.config = delivery or DeliveryConfig()
+        #: Why the state folder could not be used (``None``: it could).
+        self._unusable: str | None = None
         if not enabled:
             return
-        make_private_dir(self._state_dir)
-        tighten_files(self._state_dir)
-        self._opted_out = (self._state_dir / OPT_OUT_FILE).exists()
-        catalog = Catalog(self._state_dir / METRICS_FILE)
-        if metrics is not None:
-            catalog.update(metrics)
+        try:
+            store, catalog, secret = self._open_state(metrics)
+        except (OSError, sqlite3.Error) as exc:   # StateError is an OSError
+            self._state_unavailable(exc)
+            return
         catalog.listeners.append(self._holder.release)
-        store = Store(self._state_dir / SPOOL_FILE, max_reports=self.config.max_reports,
-                      max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(where.url, where.api_key, store, catalog, self._guard,
                                   self.config, background=background, pins=pins)
         self._pipeline.tokens.clock = clock   # stock of epochs before the clock's is dead
+        self._pipeline.tokens.device_token = device_token
         self._ledger = SqliteLedger(store)
-        if self._opted_out:
+        if secret is None:
             self._pipeline.stop()
         else:
-            self._start_device()
+            self._start_device(secret)
             if background:
                 self._pipeline.kick()
 
-    def _start_device(self) -> None:
-        self._device = DeviceState(load_or_create_secret(self._state_dir / SECRET_FILE),
-                                   self._ledger)
+    def _open_state(self, metrics: Iterable[dict[str, Any]] | None
+                    ) -> tuple[Store, Catalog, bytes | None]:
+        """The state folder opened: spec catalog, spool and ledger, device secret (``None``
+        when opted out).  Raises ``OSError``/``sqlite3.Error`` if the folder is unusable."""
+        make_private_dir(self._state_dir)
+        tighten_files(self._state_dir)
+        opted_out = (self._state_dir / OPT_OUT_FILE).exists()
+        catalog = Catalog(self._state_dir / METRICS_FILE)
+        if metrics is not None:
+            catalog.update(metrics, source="bundle")
+        store = Store(self._state_dir / SPOOL_FILE, max_reports=self.config.max_reports,
+                      max_bytes=self.config.max_bytes)
+        try:
+            secret = None if opted_out else load_or_create_secret(self._state_dir / SECRET_FILE)
+        except BaseException:
+            store.close()
+            raise
+        return store, catalog, secret
+
+    def _state_unavailable(self, exc: BaseException) -> None:
+        """The state folder is unusable: collect nothing, say why once (never raise).
+
+        No in-memory fallback: without the folder no ledger and no device secret
+        outlive the process, so each restart would spend the metric's budget again
+        and draw new permanent responses (memoisation defeated).
+        """
+        self._unusable = f"{type(exc).__name__}: {exc}"
+        log.warning("state_dir %s is unusable (%s): this Client collects nothing and record()"
+                    " answers state_unavailable; fix the folder or pass state_dir= (or"
+                    " $LDP_STATE_DIR)", self._state_dir, self._unusable)
+
+    def _start_device(self, secret: bytes | None = None) -> None:
+        if secret is None:
+            secret = load_or_create_secret(self._state_dir / SECRET_FILE)
+        self._device = DeviceState(secret, self._ledger)
         if self._pipeline is not None:
             self._pipeline.tokens.default_install = self._device.install
 
@@ -220,6 +271,9 @@ class Client:
         ValueError for a value outside the metric's domain)."""
         pipeline, device = self._pipeline, self._device
         if pipeline is None:
+            if self._unusable is not None:
+                self._tally["state_unavailable"] += 1
+                return RecordResult("state_unavailable", metric)
             return RecordResult("disabled", metric)
         if self._closed:
             return RecordResult("closed", metric)
@@ -308,6 +362,10 @@ class Client:
 
     def counters(self) -> Counters:
         if self._pipeline is None:
+            if self._unusable is not None:
+                refused = self._tally["state_unavailable"]
+                return Counters(refused={"state_unavailable": refused} if refused else {},
+                                config_errors={"state_unavailable": 1})
             return Counters()
         held = len(self._holder)
         counts = self._pipeline.counters()
@@ -333,9 +391,11 @@ class Client:
         """
         if self._pipeline is None:
             return
-        marker = self._state_dir / OPT_OUT_FILE
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o600)
-        os.close(fd)
+        try:
+            os.close(os.open(self._state_dir / OPT_OUT_FILE, os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError as exc:
+            log.warning("opt-out not persisted in %s (%s): this process collects nothing,"
+                        " a later one would", self._state_dir, exc)
         self._device = None
         self._holder.drop("opt_out")                   # held values: forgotten at once
         self._pipeline.stop()
@@ -349,9 +409,14 @@ class Client:
         ledger on top of what was spent before the opt-out."""
         if self._pipeline is None or self._device is not None:
             return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._state_dir / OPT_OUT_FILE)
-        self._start_device()
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._state_dir / OPT_OUT_FILE)
+            self._start_device()
+        except OSError as exc:                      # StateError included
+            log.warning("opt-in failed, still opted out: state_dir %s (%s)",
+                        self._state_dir, exc)
+            return
         self._pipeline.resume()
 
     def privacy_report(self) -> PrivacyReport:
@@ -361,5 +426,5 @@ class Client:
         if self._pipeline is None:
             return PrivacyReport((), ())
         return build_report(self._ledger.spend(), self._pipeline.catalog, self._budgets,
-                            self._lifetime_budgets)
+                            self._lifetime_budgets, self._caps.lifetime_multiple)
 

@@ -53,6 +53,12 @@ class DeliveryConfig:
     persist_interval  write-behind period in "batch" mode (seconds)
     metrics_ttl       refetch the metric specs this often (seconds)
     atexit_timeout    deadline of the flush at interpreter exit (seconds)
+    token_ahead       report tokens kept for the next k epochs of each epoch length,
+                      topped up at a random moment of each epoch (>= 2; <= 2 for
+                      "day" under the collector's default 48 h ahead window)
+    token_delay       seconds: after a token request, the install's reports wait a
+                      random delay in [token_delay, 2 * token_delay) before they
+                      leave (not those of its very first epoch)
     """
 
     batch_size: int = 100
@@ -69,6 +75,8 @@ class DeliveryConfig:
     persist_interval: float = 0.05
     metrics_ttl: float = 3600.0
     atexit_timeout: float = 2.0
+    token_ahead: int = 2
+    token_delay: float = 600.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH:
@@ -86,6 +94,12 @@ class DeliveryConfig:
             raise ConfigError(f"durability must be 'record' or 'batch', got {self.durability!r}")
         if self.atexit_timeout < 0:
             raise ConfigError("atexit_timeout must be >= 0")
+        if isinstance(self.token_ahead, bool) or not isinstance(self.token_ahead, int) \
+                or not 2 <= self.token_ahead <= 1000:
+            raise ConfigError(f"token_ahead must be an int in [2, 1000], got {self.token_ahead!r}")
+        if not (isinstance(self.token_delay, int | float) and math.isfinite(self.token_delay)
+                and self.token_delay >= 0):
+            raise ConfigError(f"token_delay must be a finite number >= 0, got {self.token_delay!r}")
 
     def backoff_delay(self, attempt: int, uniform: Callable[[float, float], float]) -> float:
         """Full jitter: uniform in [0, min(cap, base * 2**(attempt-1))] for attempt >= 1."""
@@ -117,6 +131,11 @@ class PrivacyCaps:
 
     epsilon      cap on a spec's epsilon per report (default 4)
     epsilon_inf  cap on a memoised spec's lifetime epsilon_inf per value (default 8)
+    lifetime_multiple  the default lifetime budget of a memoised metric name: this many
+                 times the epsilon_inf of the name's first permanent response on this
+                 device (default 4, at least 1); spec versions that change the mechanism
+                 draw new permanent responses only within it (``over_lifetime_budget``).
+                 ``lifetime_budgets={"name": x}`` sets a name's own (``math.inf``: none)
 
     Specs come from the collector, signed off by whoever holds an admin key; the
     caps are the device's own line, so a compromised or careless admin cannot
@@ -129,13 +148,16 @@ class PrivacyCaps:
 
     epsilon: float = 4.0
     epsilon_inf: float = 8.0
+    lifetime_multiple: float = 4.0
 
     def __post_init__(self) -> None:
-        for name in ("epsilon", "epsilon_inf"):
+        for name in ("epsilon", "epsilon_inf", "lifetime_multiple"):
             value = getattr(self, name)
+            least = 1 if name == "lifetime_multiple" else 0
             if (isinstance(value, bool) or not isinstance(value, int | float)
-                    or not math.isfinite(value) or value <= 0):
-                raise ConfigError(f"caps: {name} must be a finite number > 0, got {value!r}")
+                    or not math.isfinite(value) or value <= 0 or value < least):
+                raise ConfigError(f"caps: {name} must be a finite number"
+                                  f" {'>= 1' if least else '> 0'}, got {value!r}")
 
     def allows(self, epsilon: float, epsilon_inf: float | None) -> bool:
         """True if a spec with these epsilons is within the caps."""

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from client_sdk._errors import StateError
-from client_sdk._ledger import Ask, Ledger, Refusal
+from client_sdk._ledger import LIFETIME_MULTIPLE, Ask, Ledger, Refusal
 from client_sdk._store import Row
 from ldp_core import Memoisable
 from ldp_core._rng import Rng
@@ -147,6 +147,7 @@ class DeviceState:
         lifetime_budget: float | None,
         spool: Callable[[Row], None] | None,
         rng: Rng | None = None,
+        lifetime_multiple: float = LIFETIME_MULTIPLE,
     ) -> Outcome:
         """Charge the ledger and randomise ``value`` (the mechanism input) in one
         ledger transaction; ``spool`` (if given) stores the row inside it.  The
@@ -160,7 +161,7 @@ class DeviceState:
             key = self.value_key(spec.name, fingerprint, point)
         ask = Ask(
             spec.name, spec.version, fingerprint, spec.epoch_seconds, now, m.epsilon, budget,
-            key, spec.epsilon_inf or 0.0, lifetime_budget,
+            key, spec.epsilon_inf or 0.0, lifetime_budget, lifetime_multiple,
         )
         secret = self.secret
         install = self.install

@@ -39,7 +39,7 @@ from client_sdk._errors import ConfigError
 from client_sdk._ledger import MemoryLedger
 from client_sdk._pins import IssuerPins
 from client_sdk._pipeline import Pipeline
-from client_sdk._record import Sampler, build_report, record_into
+from client_sdk._record import Sampler, build_report, lifetime_budgets_of, record_into
 from client_sdk._results import Counters, PrivacyReport, RecordResult
 from client_sdk._store import Store
 from client_sdk._transport import Transport, UrllibTransport
@@ -66,6 +66,14 @@ class Fleet:
     of those requests are in flight at once, from as many short-lived threads of
     the sender; 1 asks one after the other.  A custom ``transport``
     must then accept ``send`` from several threads at once.
+
+    Each device also registers its install once, paying the collector's proof of
+    work (``client_sdk._register``: the issuer signs only for registered installs).
+    Once the issuer has asked the first of them (403 ``install_unregistered``), each
+    new device sends its proof with its first token request (``LDP-Install-Proof``,
+    solved against a challenge the fleet shares while it lasts): no request more.  The work is the
+    collector's setting: ``ldp up`` and ``ldp demo`` in dev run with a trivial one
+    (``ldp_cli.stack.DEV_POW``), a default collector asks ~1 s of a core per device.
     """
 
     #: Token requests a fleet has in flight at once by default (``token_concurrency``).
@@ -106,7 +114,7 @@ class Fleet:
             tighten_files(folder)
         catalog = Catalog(None if folder is None else folder / "metrics.json")
         if metrics is not None:
-            catalog.update(metrics)
+            catalog.update(metrics, source="bundle")
         store = Store(None if folder is None else folder / "fleet-spool.sqlite3",
                       max_reports=self.config.max_reports, max_bytes=self.config.max_bytes)
         self._pipeline = Pipeline(url, api_key, store, catalog, transport or UrllibTransport(),
@@ -114,10 +122,11 @@ class Fleet:
                                   pins=IssuerPins.of(issuer_keys))
         self._pipeline.tokens.ahead = False  # simulated devices ask only for what they send
         self._pipeline.tokens.concurrency = token_concurrency
+        self._pipeline.tokens.register_first = True  # each device registers its install
         self._pipeline.tokens.clock = clock
         self._sampler = Sampler(sample_rate)
         self._budgets = dict(budgets or {})
-        self._lifetime_budgets = dict(lifetime_budgets or {})
+        self._lifetime_budgets = lifetime_budgets_of(lifetime_budgets)
         self._clock = clock
         self._rng = rng
         if background:
@@ -140,7 +149,7 @@ class Fleet:
 
     def _report(self, state: DeviceState) -> PrivacyReport:
         return build_report(state.ledger.spend(), self._pipeline.catalog, self._budgets,
-                            self._lifetime_budgets)
+                            self._lifetime_budgets, self._caps.lifetime_multiple)
 
     def refresh_metrics(self, timeout: float = 2.0) -> bool:
         return self._pipeline.refresh_metrics(timeout)

@@ -97,6 +97,10 @@ class Holder:
         with self._lock:
             self._released = self._stopped = True
             lost, self._held = len(self._held), deque()
+        if lost and reason == "hold_dropped":
+            log.warning("%d recorded value(s) forgotten at close: no spec for their metric"
+                        " (the specs were never fetched); bundle the catalog with the app"
+                        " (metrics=) to record offline", lost)
         for _ in range(lost):
             self._count(reason)
 

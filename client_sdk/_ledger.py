@@ -10,7 +10,9 @@ A charge asks for one report of metric ``metric`` at wall-clock time ``now``:
    (else ``over_budget``);
 4. a memoised value whose permanent response was never drawn (its HMAC key is
    new) costs epsilon_inf, within the lifetime budget of the name
-   (else ``over_lifetime_budget``);
+   (else ``over_lifetime_budget``): the app's explicit one, else the default
+   ``lifetime_multiple`` x the epsilon_inf of the name's *first* draw on this
+   device (``lifetime_cap``);
 5. ``make(epoch)`` randomises (and spools) the report; only if it returns are
    the charges written.
 
@@ -26,6 +28,19 @@ a lock.
 11574
 >>> ledger.charge(ask, lambda epoch: epoch)
 Refusal(status='over_budget', epoch=11574)
+
+Why the first draw anchors the default lifetime cap: a cap that follows the
+catalog is no cap.  Were it ``4 x`` the current version's epsilon_inf, or the
+largest seen, one version at a high epsilon_inf would raise it for every later
+draw.  Fixed at the first draw (kept in the ledger, across opt-out), no later
+version moves it: whatever versions follow, the name's lifetime total on this
+device stays at most ``lifetime_multiple x`` that first epsilon_inf, itself
+within ``PrivacyCaps.epsilon_inf``.  A version that lowers epsilon_inf buys
+more draws of the same total, one that raises it fewer:
+
+>>> first = ask._replace(value_key="k1", epsilon_inf=1.0, budget=9.0)
+>>> lifetime_cap(first, None), lifetime_cap(first._replace(epsilon_inf=8.0), 1.0)
+(4.0, 4.0)
 """
 
 from __future__ import annotations
@@ -33,17 +48,21 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
+from fractions import Fraction
 from typing import NamedTuple, TypeVar
 
 from client_sdk._store import Store
 
-__all__ = ["Ask", "Ledger", "MemoryLedger", "Refusal", "Spend", "SqliteLedger"]
+__all__ = ["LIFETIME_MULTIPLE", "Ask", "Ledger", "MemoryLedger", "Refusal", "Spend",
+           "SqliteLedger", "lifetime_cap"]
 
 T = TypeVar("T")
 
 #: Relative slack when comparing a sum of float epsilons with a budget: one report
 #: of exactly the budget fits, a second never does.
 BUDGET_SLACK = 1e-9
+#: The default lifetime budget of a memoised name, in epsilon_inf of its first draw.
+LIFETIME_MULTIPLE = 4.0
 
 
 class Ask(NamedTuple):
@@ -58,7 +77,8 @@ class Ask(NamedTuple):
     budget: float                 # epsilon per (name, epoch)
     value_key: str | None         # memoised: HMAC key of (fingerprint, value)
     epsilon_inf: float            # memoised: cost of a new permanent response
-    lifetime_budget: float | None
+    lifetime_budget: float | None  # the app's cap (math.inf: none); None: the default
+    lifetime_multiple: float = LIFETIME_MULTIPLE  # the default: this x the first draw's
 
 
 class Refusal(NamedTuple):
@@ -70,7 +90,8 @@ class Spend(NamedTuple):
     """What the ledger holds: per (name, epoch) and per name's lifetime."""
 
     units: list[tuple[str, int, float, int]]      # metric, epoch, spent, reports
-    lifetime: list[tuple[str, int, float]]        # metric, permanent responses, epsilon
+    # metric, permanent responses, epsilon, epsilon_inf of the first draw
+    lifetime: list[tuple[str, int, float, float]]
 
 
 def epoch_of(ask: Ask, high_water: float | None) -> int:
@@ -81,6 +102,19 @@ def epoch_of(ask: Ask, high_water: float | None) -> int:
 
 def fits(spent: float, cost: float, budget: float) -> bool:
     return spent + cost <= budget * (1 + BUDGET_SLACK)
+
+
+def lifetime_cap(ask: Ask, first: float | None) -> float:
+    """The lifetime budget of ``ask``'s name: the app's, else ``lifetime_multiple`` x
+    ``first`` (the epsilon_inf of the name's first draw; ``None``: this is it),
+    rounded down (never above the exact product)."""
+    if ask.lifetime_budget is not None:
+        return ask.lifetime_budget
+    anchor = ask.epsilon_inf if first is None else first
+    cap = ask.lifetime_multiple * anchor
+    if math.isfinite(cap) and Fraction(cap) > Fraction(ask.lifetime_multiple) * Fraction(anchor):
+        cap = math.nextafter(cap, 0.0)
+    return cap
 
 
 def add_up(a: float, b: float) -> float:
@@ -107,10 +141,12 @@ _READ = """SELECT
     EXISTS (SELECT 1 FROM lifetime WHERE metric = ?1 AND value_key = ?3),
     (SELECT spent FROM budget WHERE metric = ?1 AND epoch = ?4)"""
 _SPENT = "SELECT spent FROM budget WHERE metric = ? AND epoch = ?"
-_LIFE = "SELECT total(epsilon_inf) FROM lifetime WHERE metric = ?"
+_LIFE = ("SELECT total(epsilon_inf), (SELECT epsilon_inf FROM lifetime_first WHERE metric = ?1)"
+         " FROM lifetime WHERE metric = ?1")
 _CHARGE = ("INSERT INTO budget (metric, epoch, spent, reports) VALUES (?1, ?2, ?3, 1)"
            " ON CONFLICT (metric, epoch) DO UPDATE SET spent = ?3, reports = reports + 1")
 _MEMO = "INSERT INTO lifetime (metric, value_key, epsilon_inf) VALUES (?, ?, ?)"
+_FIRST = "INSERT OR IGNORE INTO lifetime_first (metric, epsilon_inf) VALUES (?, ?)"
 _HIGH = ("INSERT INTO names (metric, high_water) VALUES (?1, ?2)"
          " ON CONFLICT (metric) DO UPDATE SET high_water = max(high_water, ?2)")
 _VERSION = "INSERT OR IGNORE INTO versions (metric, version, fingerprint) VALUES (?, ?, ?)"
@@ -140,14 +176,15 @@ class SqliteLedger(Ledger):
             if not fits(spent, ask.charge, ask.budget):
                 return Refusal("over_budget", epoch)
             new_memo = key is not None and not drawn
-            if new_memo and ask.lifetime_budget is not None:
-                (life,) = conn.execute(_LIFE, (ask.metric,)).fetchone()
-                if not fits(float(life), ask.epsilon_inf, ask.lifetime_budget):
+            if new_memo:
+                life, first = conn.execute(_LIFE, (ask.metric,)).fetchone()
+                if not fits(float(life), ask.epsilon_inf, lifetime_cap(ask, first)):
                     return Refusal("over_lifetime_budget", epoch)
             made = make(epoch)
             conn.execute(_CHARGE, (ask.metric, epoch, add_up(spent, ask.charge)))
             if new_memo:
                 conn.execute(_MEMO, (ask.metric, key, ask.epsilon_inf))
+                conn.execute(_FIRST, (ask.metric, ask.epsilon_inf))
             start = float(epoch * ask.period)
             if high_water is None or start > high_water:
                 conn.execute(_HIGH, (ask.metric, start))
@@ -159,21 +196,23 @@ class SqliteLedger(Ledger):
         units = self.store.query(
             "SELECT metric, epoch, spent, reports FROM budget ORDER BY metric, epoch")
         lifetime = self.store.query(
-            "SELECT metric, COUNT(*), total(epsilon_inf) FROM lifetime"
-            " GROUP BY metric ORDER BY metric")
+            "SELECT l.metric, COUNT(*), total(l.epsilon_inf), f.epsilon_inf FROM lifetime l"
+            " LEFT JOIN lifetime_first f USING (metric) GROUP BY l.metric ORDER BY l.metric")
         return Spend([(str(m), int(e), float(s), int(r)) for m, e, s, r in units],
-                     [(str(m), int(n), float(s)) for m, n, s in lifetime])
+                     [(str(m), int(n), float(s), float(s / n if f is None else f))
+                      for m, n, s, f in lifetime])
 
 
 class MemoryLedger(Ledger):
     """The same ledger in memory, for a ``Fleet`` device (one process, no files)."""
 
-    __slots__ = ("_budget", "_drawn", "_high", "_lock", "_versions")
+    __slots__ = ("_budget", "_drawn", "_first", "_high", "_lock", "_versions")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._budget: dict[tuple[str, int], tuple[float, int]] = {}
         self._drawn: dict[tuple[str, str], float] = {}
+        self._first: dict[str, float] = {}
         self._high: dict[str, float] = {}
         self._versions: dict[tuple[str, int], str] = {}
 
@@ -189,15 +228,17 @@ class MemoryLedger(Ledger):
             if not fits(spent, ask.charge, ask.budget):
                 return Refusal("over_budget", epoch)
             new_memo = key is not None and (ask.metric, key) not in self._drawn
-            if new_memo and ask.lifetime_budget is not None:
+            if new_memo:
                 life = sum(e for (m, _), e in self._drawn.items() if m == ask.metric)
-                if not fits(life, ask.epsilon_inf, ask.lifetime_budget):
+                cap = lifetime_cap(ask, self._first.get(ask.metric))
+                if not fits(life, ask.epsilon_inf, cap):
                     return Refusal("over_lifetime_budget", epoch)
             made = make(epoch)
             self._budget[(ask.metric, epoch)] = (add_up(spent, ask.charge), reports + 1)
             if new_memo:
                 assert key is not None
                 self._drawn[(ask.metric, key)] = ask.epsilon_inf
+                self._first.setdefault(ask.metric, ask.epsilon_inf)
             start = float(epoch * ask.period)
             if high_water is None or start > high_water:
                 self._high[ask.metric] = start
@@ -211,4 +252,5 @@ class MemoryLedger(Ledger):
             for (metric, _), eps in self._drawn.items():
                 n, total = life.get(metric, (0, 0.0))
                 life[metric] = (n + 1, total + eps)
-        return Spend(units, [(m, n, t) for m, (n, t) in sorted(life.items())])
+            first = dict(self._first)
+        return Spend(units, [(m, n, t, first[m]) for m, (n, t) in sorted(life.items())])

@@ -84,6 +84,7 @@ class Pipeline(Sender):
         self.tokens = TokenManager.for_catalog(
             store, transport, self.url, catalog, pins,
             lambda: {"Authorization": f"Bearer {self._api_key}", "User-Agent": USER_AGENT})
+        self.tokens.ahead, self.tokens.delay = config.token_ahead, config.token_delay
         self._init_state()
         self._metrics_due = 0.0 if fetch_metrics and not len(catalog) else (
             time.monotonic() + (config.metrics_ttl if fetch_metrics else float("inf")))
@@ -102,6 +103,7 @@ class Pipeline(Sender):
         self._first_pending: float | None = time.monotonic() if self.store.pending() else None
         self._flush_requests = 0
         self._backoff_until = 0.0
+        self._held_wake = 0.0
         self._attempt = 0
         self._metrics_attempt = 0
         self._send_limit = MAX_BATCH
@@ -150,6 +152,7 @@ class Pipeline(Sender):
                 elif len(self._buffer) >= _MAX_BUFFER:    # bounded memory, quotas enforced
                     self._persist_locked()
             self._tally["queued"] += 1
+            self._held_wake = 0.0
             if self._first_pending is None:
                 self._first_pending = time.monotonic()
             if self.background:
@@ -196,7 +199,8 @@ class Pipeline(Sender):
                 refused=dict(self._refused),
                 batches=self._tally["batches"],
                 retries=self._tally["retries"],
-                config_errors=self.tokens.config_errors(),
+                config_errors={**self.tokens.config_errors(), **self.catalog.skipped(),
+                               **self.tokens.device_token_errors()},
             )
 
     def _pending_locked(self) -> int:
@@ -317,23 +321,33 @@ class Pipeline(Sender):
                 send_at = now
             else:
                 send_at = self._first_pending + self.config.interval
-            wake = min(wake, max(send_at, self._backoff_until))
+            wake = min(wake, max(send_at, self._backoff_until, self._held_wake))
+        if self.tokens.ahead:  # the token top-up, at its own moment (``client_sdk._tokens``)
+            due = self.tokens.next_due
+            left = 0.0 if due is None else due - self.tokens.clock()
+            wake = min(wake, max(now + max(0.0, left), self._backoff_until))
         return wake
 
     def _tick(self, deadline: float, generation: int) -> None:
         now = time.monotonic()
         with self._cond:
-            self._persist_locked()
             want_metrics = now >= self._metrics_due
-            due = self._first_pending is not None and now >= self._backoff_until and (
+            due = self._first_pending is not None and now >= max(self._backoff_until,
+                                                                  self._held_wake) and (
                 self._flush_requests > 0
                 or self._pending_locked() >= self.config.batch_size
                 or now >= self._first_pending + self.config.interval
             )
+            top_up = not due and now >= self._backoff_until and self.tokens.due()
+            if not top_up or want_metrics or (self._buffer_since is not None and now >= (
+                    self._buffer_since + self.config.persist_interval)):
+                self._persist_locked()   # (a tick for the tokens only keeps the memory queue)
         if want_metrics:
             self.refresh_metrics(self.config.request_timeout)
         if due:
             self._send_until_empty(deadline, generation)
+        elif top_up:
+            self._top_up(deadline)
 
     def _persist_locked(self) -> None:
         if not self._buffer:
@@ -358,9 +372,12 @@ class Pipeline(Sender):
             if now >= deadline:
                 break
             with self._cond:
-                if not self._pending_locked():
-                    break
+                idle = not self._pending_locked()
                 wait = self._backoff_until - now
+            if idle:
+                if wait <= 0 and self.tokens.due():
+                    self._top_up(deadline)
+                break
             if wait > 0:
                 time.sleep(min(wait, deadline - now))
                 continue
@@ -389,6 +406,7 @@ class Pipeline(Sender):
     def _after_fork_child(self) -> None:
         self.store.reopen_after_fork()
         self.catalog.after_fork()
+        self.tokens.after_fork()
         paused = self._paused
         self._init_state()
         self._paused = paused

@@ -35,7 +35,7 @@ from client_sdk._catalog import Catalog
 from client_sdk._config import PrivacyCaps
 from client_sdk._device import DeviceState, Outcome
 from client_sdk._errors import ConfigError
-from client_sdk._ledger import Spend
+from client_sdk._ledger import LIFETIME_MULTIPLE, Ask, Spend, lifetime_cap
 from client_sdk._pipeline import Pipeline
 from client_sdk._results import LifetimeSpend, PrivacyReport, RecordResult, UnitSpend
 from client_sdk._store import Row
@@ -43,7 +43,8 @@ from ldp_core._rng import SYSTEM_RNG, Rng
 from ldp_core.epsilon import adversary_accuracy
 from ldp_core.metric import MetricSpec
 
-__all__ = ["Sampler", "build_report", "clamp", "record_into", "why_invalid"]
+__all__ = ["Sampler", "build_report", "clamp", "lifetime_budgets_of", "record_into",
+           "why_invalid"]
 
 
 class Sampler:
@@ -65,6 +66,21 @@ class Sampler:
         if threshold is None:
             return True
         return (rng or SYSTEM_RNG).getrandbits(32) < threshold
+
+
+def lifetime_budgets_of(budgets: Mapping[str, float] | None) -> dict[str, float]:
+    """``lifetime_budgets`` checked: each a number > 0; ``math.inf`` lifts a name's cap.
+
+    >>> lifetime_budgets_of({"theme": 8, "page": math.inf})
+    {'theme': 8.0, 'page': inf}
+    """
+    out = {}
+    for name, cap in (budgets or {}).items():
+        if isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0:
+            raise ConfigError(f"lifetime budget for {name!r} must be a number > 0"
+                              f" (math.inf: no cap), got {cap!r}")
+        out[name] = float(cap)
+    return out
 
 
 def _threshold(rate: float) -> int | None:
@@ -131,7 +147,8 @@ def record_into(
 
     def prepare(spool: Callable[[Row], None] | None) -> Outcome:
         return device.prepare(spec, fingerprint, index, now, budget=budget,
-                              lifetime_budget=lifetime_budget, spool=spool, rng=rng)
+                              lifetime_budget=lifetime_budget, spool=spool, rng=rng,
+                              lifetime_multiple=caps.lifetime_multiple)
 
     outcome = pipeline.submit(prepare)
     if outcome.status == "spec_conflict":  # the ledger knew this version with other params
@@ -191,8 +208,10 @@ _GENERIC_UNIT = "per device, per metric, per epoch"
 
 
 def build_report(spend: Spend, catalog: Catalog, budgets: Mapping[str, float],
-                 lifetime_budgets: Mapping[str, float]) -> PrivacyReport:
-    """The privacy report of a ledger: per (name, epoch) and per name's lifetime."""
+                 lifetime_budgets: Mapping[str, float],
+                 lifetime_multiple: float = LIFETIME_MULTIPLE) -> PrivacyReport:
+    """The privacy report of a ledger: per (name, epoch) and per name's lifetime (its
+    budget: the app's, else ``lifetime_multiple`` x the epsilon_inf of the first draw)."""
     units = []
     for metric, epoch, spent, reports in spend.units:
         spec = catalog.get(metric)
@@ -206,9 +225,11 @@ def build_report(spend: Spend, catalog: Catalog, budgets: Mapping[str, float],
     lifetime = [
         LifetimeSpend(
             metric=metric, memoised_values=n, epsilon_inf=spent / n, spent=spent,
-            budget=lifetime_budgets.get(metric),
+            budget=lifetime_cap(Ask(metric, 0, "", 1, 0.0, 0.0, 0.0, None, first,
+                                    lifetime_budgets.get(metric), lifetime_multiple), first),
+            first_epsilon_inf=first,
             adversary_accuracy=adversary_accuracy(spent) if spent > 0 else 0.5,
         )
-        for metric, n, spent in spend.lifetime if n
+        for metric, n, spent, first in spend.lifetime if n
     ]
     return PrivacyReport(tuple(units), tuple(lifetime))

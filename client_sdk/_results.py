@@ -33,10 +33,12 @@ __all__ = ["Counters", "LifetimeSpend", "PrivacyReport", "RecordResult", "Record
 #: opted_out             ``opt_out()`` was called on this device
 #: closed                the client was closed
 #: storage_error         the spool could not be written (disk full ...); nothing spent
+#: state_unavailable     the state folder could not be created or secured when the
+#:                       Client started: it collects nothing (logged once at WARNING)
 RecordStatus = Literal[
     "queued", "over_budget", "over_lifetime_budget", "spec_over_cap", "spec_conflict",
     "held", "unknown_metric", "invalid_value", "sampled_out", "disabled", "opted_out",
-    "closed", "storage_error",
+    "closed", "storage_error", "state_unavailable",
 ]
 
 
@@ -76,7 +78,12 @@ class Counters:
     config_errors  configuration errors seen, by kind (``invalid_key``: answers 401/403;
                 ``issuer_key_unpinned``: the token issuer's key is not one the app
                 pinned; either way the reports are kept and retried, ``flush()``
-                returns False)
+                returns False); ``bundled_spec_invalid``: specs of the app's catalog
+                (``metrics=``) this SDK could not load, ``spec_unusable``: the
+                collector's (each its metric stays unknown; logged once at WARNING);
+                ``state_unavailable``: the state folder is unusable, nothing is collected;
+                ``device_token_unavailable`` / ``device_token_refused``: the app's
+                ``device_token`` gave no login token / the issuer refused it (reports kept)
     """
 
     queued: int = 0
@@ -119,13 +126,17 @@ class UnitSpend:
 class LifetimeSpend:
     """Lifetime epsilon of a memoised metric name: epsilon_inf per permanent response drawn
     (one per distinct value and mechanism fingerprint, and again after an opt-in);
-    ``epsilon_inf`` is their mean, ``spent`` their sum."""
+    ``epsilon_inf`` is their mean, ``spent`` their sum.  ``budget`` is the cap on
+    ``spent``: the app's ``lifetime_budgets`` entry (``inf``: none), else
+    ``PrivacyCaps.lifetime_multiple`` x ``first_epsilon_inf``, the epsilon_inf of the
+    name's first draw on this device (no later spec version moves it)."""
 
     metric: str
     memoised_values: int
     epsilon_inf: float
     spent: float
-    budget: float | None
+    budget: float
+    first_epsilon_inf: float
     adversary_accuracy: float
 
 
@@ -152,7 +163,7 @@ class PrivacyReport:
         for x in self.lifetime:
             lines.append(f"{x.metric:<24} lifetime: {x.memoised_values} memoised"
                          f" value(s) x eps_inf {x.epsilon_inf:.4g} = {x.spent:.4g}"
-                         f" (adv.acc {x.adversary_accuracy:.3f})")
+                         f" of cap {x.budget:.4g} (adv.acc {x.adversary_accuracy:.3f})")
         return "\n".join(lines)
 
 

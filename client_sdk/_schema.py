@@ -1,7 +1,7 @@
 """The state file's schema: the spool and the ledger, and its one upgrade path.
 
 >>> SCHEMA_VERSION
-4
+6
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from client_sdk._errors import StateError
 
 __all__ = ["SCHEMA_VERSION", "upgrade"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spool (
@@ -41,6 +41,14 @@ CREATE TABLE IF NOT EXISTS stock (
     given TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (install, period, epoch)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS topup (
+    install TEXT NOT NULL,
+    period TEXT NOT NULL,
+    first INTEGER NOT NULL,
+    due REAL NOT NULL,
+    hold REAL NOT NULL,
+    PRIMARY KEY (install, period)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS budget (
     metric TEXT NOT NULL,
     epoch INTEGER NOT NULL,
@@ -53,6 +61,10 @@ CREATE TABLE IF NOT EXISTS lifetime (
     value_key TEXT NOT NULL,
     epsilon_inf REAL NOT NULL,
     PRIMARY KEY (metric, value_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lifetime_first (
+    metric TEXT PRIMARY KEY,
+    epsilon_inf REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS names (
     metric TEXT PRIMARY KEY,
@@ -106,6 +118,14 @@ UPDATE spool SET period = 'v1' WHERE token <> '';
 DROP TABLE IF EXISTS tokens;
 """
 
+#: Schema 5 to 6: the epsilon_inf of each memoised name's first draw (the anchor of
+#: its default lifetime budget, ``client_sdk._ledger.lifetime_cap``).  Older files did
+#: not record which draw came first: the smallest one stands in (never a larger cap).
+_MIGRATE_5 = """
+INSERT OR IGNORE INTO lifetime_first (metric, epsilon_inf)
+    SELECT metric, MIN(epsilon_inf) FROM lifetime GROUP BY metric;
+"""
+
 
 def upgrade(conn: sqlite3.Connection, target: str) -> None:
     """Create or migrate the schema, once, whoever else opens the file meanwhile."""
@@ -127,6 +147,9 @@ def upgrade(conn: sqlite3.Connection, target: str) -> None:
                 conn.execute(statement)
         if version in (1, 2, 3):
             for statement in _statements(_MIGRATE_3):
+                conn.execute(statement)
+        if 1 <= version <= 5:
+            for statement in _statements(_MIGRATE_5):
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         conn.execute("COMMIT")

@@ -48,6 +48,8 @@ class Sender:
     _buffer: list[Row]
     _first_pending: float | None
     _backoff_until: float
+    #: The background sender looks again then at reports held after a token request.
+    _held_wake: float
     _attempt: int
     _metrics_attempt: int
     _metrics_due: float
@@ -81,6 +83,8 @@ class Sender:
             with self._cond:
                 if not self.store.pending() and not self._buffer:
                     self._first_pending = None
+                elif (held := self.tokens.held_for()) > 0:  # after a token request
+                    self._held_wake = time.monotonic() + min(60.0, max(0.25, held))
                 else:  # leased by another process (a fork, a crashed run): look again soon
                     self._backoff_until = max(self._backoff_until, time.monotonic() + 0.25)
             return "empty"
@@ -99,6 +103,19 @@ class Sender:
             log.info("delivery failed (%s); will retry", type(exc).__name__)
             return self._retry(claimed, None)
         return self._handle(claimed, answer)
+
+    def _top_up(self, deadline: float) -> None:
+        """The token stock's top-up at its moment (``client_sdk._tokens``), sending
+        nothing; a failure backs off like a failed POST."""
+        timeout = max(0.05, min(self.config.request_timeout, deadline - time.monotonic()))
+        refused = self.tokens.ready(timeout, top_up=True)
+        with self._cond:
+            if refused:
+                self._dropped.update(refused)
+                self._after_removal_locked()
+            if self.tokens.failed:
+                self._tally["retries"] += 1
+                self._schedule_retry(self.tokens.failed_answer)
 
     def _handle(self, claimed: Sequence[Claimed], answer: Response) -> str:
         status = answer.status
@@ -178,7 +195,8 @@ class Sender:
                 data = json.loads(answer.body)
                 metrics = data.get("metrics") if isinstance(data, dict) else None
                 if isinstance(metrics, list):
-                    self.catalog.update([m for m in metrics if isinstance(m, dict)])
+                    self.catalog.update([m for m in metrics if isinstance(m, dict)],
+                                        source="collector")
                     ok = True
         except Exception as exc:
             log.info("metric specs not fetched (%s)", type(exc).__name__)

@@ -11,6 +11,8 @@ Tables (nothing in them is a true value, an IP address or a device id):
 - ``lifetime``: for memoised (longitudinal) metrics, one row per permanent
   response ever drawn, keyed by an HMAC of (mechanism fingerprint, value) under
   the device secret, with its epsilon_inf.  Kept across opt-out.
+- ``lifetime_first``: per memoised name, the epsilon_inf of its first draw (the
+  anchor of its default lifetime budget, ``client_sdk._ledger.lifetime_cap``).
 - ``names``: per metric name, the start (unix seconds) of the latest epoch
   charged: epochs never move backwards, whatever the wall clock says.
 - ``versions``: the mechanism fingerprint each (name, version) had when it was

@@ -1,8 +1,9 @@
-"""Report tokens on the device: one per epoch, fetched when online, on every report of it.
+"""Report tokens on the device: one per epoch, stocked ahead, on every report of it.
 
 A token's unit is an epoch of one length (period "hour" or "day", epoch
 index).  A spooled report is sent only with the token of its metric's period
-and its epoch: ``TokenManager.ready`` (called by the sender before each claim)
+and its epoch: ``TokenManager.ready`` (called by the sender before each claim,
+and by ``flush`` when a top-up is due)
 
 1. gives each waiting report the stock token of its unit (one transaction:
    the token is copied into the spool row, so a retry resends the same token
@@ -10,19 +11,30 @@ and its epoch: ``TokenManager.ready`` (called by the sender before each claim)
    same token goes on the reports of every metric of that period and epoch
    (the collector spends it once per metric), and stays in the stock while
    its epoch can still get reports;
-2. for units still without one, asks the issuer (``POST /v1/tokens``, blind
-   RSA, ``ldp_core.tokens``), authenticated by the device's install key; it
-   also asks for the next epoch of each such period, so that the token of a
-   report is usually fetched an epoch before it is spent (less timing link
-   between issuance and spending, and offline epochs already have tokens);
-   one request per install: a ``Fleet``'s devices are asked for up to
+2. keeps the stock ``ahead`` epochs ahead (the next k epochs of each period
+   the install uses) by a *top-up* at a moment drawn (OS CSPRNG) uniformly
+   within each epoch and kept in the ``topup`` table, so a restart does not
+   redraw it; the top-up is put off by [delay, 2 delay) while a report of the
+   install is ready to leave, so it never rides along with a send;
+3. after any token request of the install (``POST /v1/tokens``, blind RSA,
+   authenticated by its install key), holds its reports for a random
+   [delay, 2 delay) (``hold``): the collector never sees a report batch follow
+   the install's token request within ``delay`` seconds.  The one exception
+   is the install's first epoch (the earliest unit its very first request
+   was for): first-run delivery is at once, and that epoch joins nothing;
+4. for units still without a token (a new install, a device offline longer
+   than k epochs) asks the issuer at once, with the k epochs ahead; one
+   request per install: a ``Fleet``'s devices are asked for up to
    ``concurrency`` at once, each with its own install key and blinded messages;
-3. keeps the blinded request (nonce, blinded message, unblinding factor) in
+5. keeps the blinded request (nonce, blinded message, unblinding factor) in
    the store *before* sending it, so a lost answer is asked again with the
    same blinded message, which the issuer signs again;
-4. deletes stock tokens (and requests) of epochs that are over (before the
+6. deletes stock tokens (and requests) of epochs that are over (before the
    current epoch of ``clock``, the Client's clock) once no report waits for
    them: a new report never has an earlier epoch than the clock's.
+
+``ahead=0`` (a ``Fleet``, a simulation of many devices) asks only for the
+units of waiting reports: no stock ahead, no top-up, no hold.
 
 The issuer's key must be pinned by the app (``client_sdk._pins``): a key that
 is not is refused before any token is asked with it (``issuer_key_unpinned``,
@@ -37,11 +49,14 @@ network, reports wait in the spool (bounded by its quotas) until tokens come.
 
 >>> TokenManager.FINAL >= {"token_limit", "epoch_expired"}
 True
+>>> 86400 <= draw_in_epoch("day", 1) < 2 * 86400
+True
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import sqlite3
 import threading
 import time
@@ -70,6 +85,17 @@ MAX_UNITS = 256
 MAX_REQUESTS = 4096
 
 
+def uniform() -> float:
+    """A float in [0, 1) from the OS CSPRNG (the top-up moment, the hold)."""
+    return secrets.randbits(53) / (1 << 53)
+
+
+def draw_in_epoch(period: str, epoch: int) -> float:
+    """A moment (unix seconds) drawn uniformly within ``epoch`` of ``period``."""
+    seconds = EPOCH_SECONDS[period]
+    return (epoch + uniform()) * seconds
+
+
 class TokenManager(IssuerRoundTrip):
     """See the module docstring; one per Pipeline (thread-safe).
 
@@ -81,7 +107,8 @@ class TokenManager(IssuerRoundTrip):
                        "bad_blinded", "unit_retired", "epoch_v1_only"})
 
     def __init__(self, store: Store, transport: Transport, url: str,
-                 headers: Callable[[], dict[str, str]], *, ahead: bool = True,
+                 headers: Callable[[], dict[str, str]], *, ahead: int = 2,
+                 delay: float = 600.0,
                  pins: IssuerPins | None = None,
                  period_of: Callable[[str, int], str | None] | None = None) -> None:
         self.store = store
@@ -90,8 +117,14 @@ class TokenManager(IssuerRoundTrip):
         #: Times an unpinned issuer key was refused (a configuration error).
         self.unpinned = 0
         self._logged_keys: set[str] = set()
-        #: Also ask for the next epoch of each period (a Fleet, a simulation, does not).
-        self.ahead = ahead
+        #: Tokens kept for the next ``ahead`` epochs of each period (0, a Fleet: none,
+        #: no top-up, no hold).
+        self.ahead = int(ahead)
+        #: Seconds: after a token request the install's reports wait [delay, 2 delay).
+        self.delay = delay
+        #: When (``clock``) a top-up or a held report is next due; None: not known yet.
+        self.next_due: float | None = None
+        self._held_until = float("inf")
         self.transport = transport
         self.url = url
         self._headers = headers
@@ -124,30 +157,53 @@ class TokenManager(IssuerRoundTrip):
                    period_of=lambda name, _version: None if (s := catalog.get(name)) is None
                    else s.epoch)
 
+    def after_fork(self) -> None:
+        """In a forked child: fresh locks (a parent thread may have held one)."""
+        self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self.next_due = None
+
     def config_errors(self) -> dict[str, int]:
         """The configuration errors seen, by kind (``Counters.config_errors``)."""
         return {"issuer_key_unpinned": self.unpinned} if self.unpinned else {}
 
-    def ready(self, timeout: float) -> Counter[str]:
+    def ready(self, timeout: float, *, top_up: bool = False) -> Counter[str]:
         """Tokens onto waiting reports, fetching missing ones; returns reports dropped
         by code (units the issuer refused for good; a second report of one metric
-        version in an epoch, ``token_limit``)."""
+        version in an epoch, ``token_limit``).  ``top_up=True``: only a due top-up."""
         with self._lock:
             self.failed = self.progress = False
             self.failed_answer = None
             self._dropped = Counter()
             try:
-                return self._ready(timeout) + self._dropped
+                return self._ready(timeout, top_up) + self._dropped
             finally:
                 if self._dropped:
                     self.store.remove([])  # recount after the deletes
 
-    def _ready(self, timeout: float) -> Counter[str]:
+    def due(self) -> bool:
+        """True if ``ready`` has a top-up or a held report to see to now."""
+        return bool(self.ahead) and (self.next_due is None or self.next_due <= self.clock())
+
+    def held_for(self) -> float:
+        """Seconds until a report held after a token request may go (0: none held)."""
+        return max(0.0, self._held_until - self.clock()) if self._held_until < float("inf") \
+            else 0.0
+
+    def _ready(self, timeout: float, top_up: bool) -> Counter[str]:
         dropped: Counter[str] = Counter()
-        if not self._assign():
+        try:
+            return self._ready_now(timeout, dropped, top_up)
+        finally:
+            self._schedule()
+
+    def _ready_now(self, timeout: float, dropped: Counter[str], top_up: bool) -> Counter[str]:
+        missing = [] if top_up else self._assign()
+        topups = self._due_topups()
+        if not missing and not topups:
             return dropped
         try:
-            self._fetch(timeout)
+            self._fetch(timeout, missing, topups)
         except UnpinnedKey as exc:
             self.unpinned += 1
             self.failed = True  # reports wait; the key is fetched again with backoff
@@ -192,8 +248,15 @@ class TokenManager(IssuerRoundTrip):
             waiting = conn.execute(
                 "SELECT seq, install, period, epoch, metric, version FROM spool WHERE token = ''"
                 " AND period IN ('hour', 'day') ORDER BY seq").fetchall()
+            self._held_until = float("inf")
             if not waiting:
                 return []
+            holds: dict[str, float] = {}
+            first: dict[tuple[str, str], int] = {}
+            for install, period, epoch, hold in conn.execute(
+                    "SELECT install, period, first, hold FROM topup") if self.ahead else ():
+                holds[install] = max(hold, holds.get(install, hold))
+                first[(install, period)] = epoch
             stock: dict[Unit, tuple[str, set[str]]] = {
                 (i, p, e): (t, set(g.split(",")) - {""}) for i, p, e, t, g in conn.execute(
                     "SELECT install, period, epoch, token, given FROM stock"
@@ -208,6 +271,10 @@ class TokenManager(IssuerRoundTrip):
                     missing[unit] = None
                     continue
                 token, spent = stock[unit]
+                hold = holds.get(install, 0.0)
+                if now < hold and first.get((install, period)) != epoch:
+                    self._held_until = min(self._held_until, hold)  # waits; never dropped
+                    continue
                 if f"{metric}:{version}" in spent:
                     again.append(seq)   # the token is this metric's already: one report each
                     continue
@@ -244,34 +311,108 @@ class TokenManager(IssuerRoundTrip):
         return {tuple(r) for r in self.store.query("SELECT install, period, epoch FROM stock")}
 
     # -- the network side (the round trip itself: ``client_sdk._issuer``) ----------------
-    def _fetch(self, timeout: float) -> None:
-        """Ask for the missing units' tokens: one ``POST /v1/tokens`` per install and
+    def _fetch(self, timeout: float, missing: list[Unit], topups: set[tuple[str, str]]
+               ) -> None:
+        """Ask for the missing units' tokens and the ``ahead`` epochs of each period
+        asked (or due for a top-up): one ``POST /v1/tokens`` per install and
         ``MAX_UNITS`` units, at most ``MAX_REQUESTS`` of them, up to ``concurrency`` at
         once (a Fleet's installs); the reports dropped on the way are counted in
         ``_dropped`` as each answer comes."""
-        missing = self._assign()
         key = self._public_key(timeout)
         pending = self._pending()
         stocked = self._stocked()
         wanted: dict[str, list[Unit]] = defaultdict(list)
         for unit in missing:
             wanted[unit[0]].append(unit)
-        for install, units in wanted.items() if self.ahead else ():  # one epoch ahead
-            latest: dict[str, int] = {}
-            for _, period, epoch in units:
-                latest[period] = max(epoch, latest.get(period, epoch))
-            for period, epoch in latest.items():
-                ahead = (install, period, epoch + 1)
-                if ahead not in stocked:
-                    units.append(ahead)
+        periods = {(i, p) for i, p, _ in missing} | topups if self.ahead else set()
+        now = self.clock()
+        for install, period in sorted(periods):
+            current = int(now // EPOCH_SECONDS[period])
+            for epoch in range(current + 1, current + 1 + self.ahead):
+                unit = (install, period, epoch)
+                if unit not in stocked and unit not in wanted[install]:
+                    wanted[install].append(unit)
         for unit in pending:  # asked before, answer lost: ask again, same blinded message
             if unit not in wanted[unit[0]]:
                 wanted[unit[0]].append(unit)
         jobs = [(install, units[lo:lo + MAX_UNITS]) for install, units in wanted.items()
-                for lo in range(0, len(units), MAX_UNITS)][:MAX_REQUESTS]
+                for lo in range(0, len(units), MAX_UNITS) if units][:MAX_REQUESTS]
+        if self.ahead:
+            self._asking({i for i, _ in jobs}, missing, periods, now)
         asked = set(missing)
         if self.concurrency <= 1 or len(jobs) <= 1:
             for install, units in jobs:
                 self._count(self._ask(key, install, units, pending, timeout, asked))
         else:
             self._ask_all(key, jobs, pending, timeout, asked)
+
+    # -- the schedule (``topup``: per install and period) --------------------------------
+
+    def _asking(self, installs: set[str], missing: list[Unit], periods: set[tuple[str, str]],
+                now: float) -> None:
+        """Before the request goes: hold each asking install's reports for [delay,
+        2 delay), and draw the next top-up of each period it asks in the next epoch.
+        An install's very first request frees the earliest missing epoch of each
+        period (first-run delivery); a later one frees nothing (``first`` -1)."""
+        with self.store.transaction() as conn:
+            known = {i for (i,) in conn.execute("SELECT DISTINCT install FROM topup")}
+            for install in installs:
+                hold = now + self.delay * (1.0 + uniform())
+                conn.execute("UPDATE topup SET hold = ? WHERE install = ?", (hold, install))
+                mine = {p for i, p in periods if i == install}
+                for period in sorted(mine):
+                    earliest = min((e for i, p, e in missing if (i, p) == (install, period)),
+                                   default=-1)
+                    next_epoch = int(now // EPOCH_SECONDS[period]) + 1
+                    conn.execute(
+                        "INSERT INTO topup (install, period, first, due, hold) VALUES"
+                        " (?, ?, ?, ?, ?) ON CONFLICT (install, period) DO UPDATE SET"
+                        " due = excluded.due, hold = excluded.hold",
+                        (install, period, earliest if install not in known else -1,
+                         draw_in_epoch(period, next_epoch), hold))
+
+    def _due_topups(self) -> set[tuple[str, str]]:
+        """(install, period) of this device whose top-up moment has come and whose
+        stock lacks one of the next ``ahead`` epochs.  Put off by [delay, 2 delay)
+        while a report of the install is ready to leave; redrawn in the next epoch
+        when nothing is missing; rows of other installs (before an opt-out) go."""
+        install = self.default_install
+        if not self.ahead or install is None:
+            return set()
+        now = self.clock()
+        due: set[tuple[str, str]] = set()
+        if not self.store.query("SELECT 1 FROM topup WHERE due <= ? OR install <> ? LIMIT 1",
+                                (now, install)):
+            return due
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM topup WHERE install <> ?", (install,))
+            rows = conn.execute("SELECT period FROM topup WHERE install = ? AND due <= ?"
+                                " AND period IN ('hour', 'day')", (install, now)).fetchall()
+            if not rows:
+                return due
+            if conn.execute("SELECT 1 FROM spool WHERE install = ? AND token <> ''"
+                            " LIMIT 1", (install,)).fetchone():
+                conn.execute("UPDATE topup SET due = ? WHERE install = ? AND due <= ?",
+                             (now + self.delay * (1.0 + uniform()), install, now))
+                return due
+            for (period,) in rows:
+                current = int(now // EPOCH_SECONDS[period])
+                (have,) = conn.execute(
+                    "SELECT COUNT(*) FROM stock WHERE install = ? AND period = ? AND epoch > ?"
+                    " AND epoch <= ? AND token IS NOT NULL",
+                    (install, period, current, current + self.ahead)).fetchone()
+                if have < self.ahead:
+                    due.add((install, period))
+                else:
+                    conn.execute("UPDATE topup SET due = ? WHERE install = ? AND period = ?",
+                                 (draw_in_epoch(period, current + 1), install, period))
+        return due
+
+    def _schedule(self) -> None:
+        """``next_due``: the next top-up moment of this device or held report."""
+        if not self.ahead:
+            self.next_due = float("inf")
+            return
+        (due,) = self.store.query("SELECT MIN(due) FROM topup WHERE install = ?",
+                                  (self.default_install or "",))[0]
+        self.next_due = min(self._held_until, float("inf") if due is None else due)

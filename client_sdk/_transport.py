@@ -167,6 +167,8 @@ class KeyGuard:
 
     A wrong or revoked ingest key is a configuration error, not a property of the
     reports: they stay in the spool (retried with backoff) until the key works.
+    (A 401 ``invalid_device`` to a request with the app's login token is not about
+    the key: it is returned as it is.)
     Each rejection is counted (``rejections``); the first one, and each change of
     reason, is logged at ERROR with the URL and the reason (never the key).
 
@@ -200,6 +202,10 @@ class KeyGuard:
         if answer.status not in (401, 403):
             self.rejected = False
             return answer
+        if "LDP-Device-Token" in headers and _code(answer.body) == "invalid_device":
+            return answer  # the app's login token, not the key: ``client_sdk._issuer`` counts it
+        if answer.status == 403 and _code(answer.body) == "install_unregistered":
+            return answer  # not the key: ``client_sdk._register`` registers the install
         reason = f"{answer.status} {_code(answer.body) or 'no reason given'}"
         with self._lock:
             self.rejections += 1

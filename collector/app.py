@@ -8,7 +8,8 @@ Run it (settings from the environment, see ``collector.settings``):
 Endpoints (keys as ``Authorization: Bearer <key>``), one router per resource:
 
     GET  /healthz                 the process is up                          (no key)
-    GET  /readyz                  Redis reachable and script loaded; else 503 (no key)
+    GET  /readyz                  Redis reachable, script loaded, memory below
+                                  LDP_REDIS_MEMORY_HIGH_SHARE of maxmemory; else 503 (no key)
     GET  /metrics                 Prometheus text                             (no key)
     GET  /openapi.json            the OpenAPI 3.1 document (collector.openapi) (no key)
     GET  /v1/metrics              {"metrics": [spec_json, ...]} latest versions (ingest|admin)
@@ -17,6 +18,11 @@ Endpoints (keys as ``Authorization: Bearer <key>``), one router per resource:
     POST /v1/reports              a columnar batch (ldp_core.wire), <= 1000    (ingest)
     GET  /v1/tokens/key           the token issuer's public key               (ingest|admin)
     POST /v1/tokens               blind-sign report tokens (collector.tokens)  (ingest + device)
+                                  device: LDP-Install-Key, or with LDP_DEVICE_AUTH=jwt
+                                  LDP-Device-Token (collector.device_auth)
+    POST /v1/installs/challenge   a proof-of-work challenge (routers.installs)  (ingest)
+    POST /v1/installs             register an install, once, with a solved challenge
+                                  (ingest + LDP-Install-Key)
 
 ``routers.health``, ``routers.metrics`` and ``routers.reports`` hold them;
 ``deps`` the typed dependencies (settings, store, runtime, role checks).
@@ -47,6 +53,7 @@ start with one line naming the variables, never their values.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -58,8 +65,10 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from collector.deps import Runtime
+from collector.device_auth import device_auth_from
+from collector.headroom import Headroom
 from collector.logs import configure, log_event
-from collector.routers import health, metrics, reports, tokens
+from collector.routers import health, installs, metrics, reports, tokens
 from collector.settings import Settings
 from collector.store import Store
 from collector.telemetry import HttpMetrics, Telemetry
@@ -96,6 +105,8 @@ def create_app(
         clock=clock,
     )
 
+    headroom = Headroom(settings.redis_memory_high_share)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = Store(
@@ -110,15 +121,20 @@ def create_app(
         cutoff = V1Cutoff(store.client, runtime.clock, settings.token_ahead_hours * 3600)
         app.state.tokens = TokenService.of(
             await load_token_key(store.client, settings.token_key_file,
-                                 dev=settings.env != "prod"), cutoff=cutoff)
+                                 dev=settings.env != "prod"),
+            device_auth_from(settings, log), cutoff=cutoff)
         with suppress(redis.exceptions.RedisError, OSError):
             await cutoff.until()  # the first start decides (else the first request)
         ready = await store.ready()
         log_event(log, "collector_started", env=settings.env, redis=settings.redis_target,
                   redis_ready=ready, shards=settings.shards)
+        watcher = asyncio.create_task(headroom.watch(store.client))
         try:
             yield
         finally:
+            watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await watcher
             await store.close()
             log_event(log, "collector_stopped")
 
@@ -127,6 +143,7 @@ def create_app(
     app = FastAPI(title="ldp-telemetry collector", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url=None, telemetry=TELEMETRY_OFF)
     app.state.runtime = runtime
+    app.state.headroom = headroom
     app.add_middleware(HttpMetrics, telemetry=runtime.telemetry)
     install_security_headers(app, API_HEADERS)
     origins = settings.cors_origin_list()
@@ -135,12 +152,13 @@ def create_app(
             CORSMiddleware,
             allow_origins=origins,
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "Content-Encoding", "LDP-Install-Key"],
+            allow_headers=["Authorization", "Content-Type", "Content-Encoding", "LDP-Install-Key",
+                           "LDP-Device-Token"],
             expose_headers=["Retry-After"],
             max_age=600,
         )
     _install_errors(app, runtime)
-    for module in (health, metrics, tokens):
+    for module in (health, metrics, tokens, installs):
         # The version-1 cut-off is settled before a metric is registered.
         settle = [Depends(cutoff_settled)] if module is metrics else []
         app.include_router(module.router, dependencies=settle)

@@ -21,6 +21,7 @@ its role in the key ring, in this order (the first failure answers):
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -46,9 +47,11 @@ __all__ = [
     "RuntimeDep",
     "SettingsDep",
     "StoreDep",
+    "client_address",
     "get_runtime",
     "get_settings",
     "get_store",
+    "network_of",
     "requires",
 ]
 
@@ -108,6 +111,27 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
+def client_address(request: Request) -> str:
+    """The address a client's rate limits are counted under: the peer's, or the one
+    X-Forwarded-For names when the peer is in ``LDP_TRUSTED_PROXIES``
+    (``ldp_server.serve_asgi``); never stored as such (``collector.store.limits``)."""
+    client = request.client
+    return client.host if client else "unknown"
+
+
+def network_of(address: str) -> str:
+    """The network a new install is counted under: /24 of IPv4, /48 of IPv6.
+
+    >>> network_of("192.0.2.77"), network_of("2001:db8:1:2::5"), network_of("unknown")
+    ('192.0.2.0/24', '2001:db8:1::/48', 'unknown')
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    return str(ipaddress.ip_network(f"{ip}/{24 if ip.version == 4 else 48}", strict=False))
+
+
 def requires(*roles: Role) -> Callable[[Request], Awaitable[None]]:
     """A dependency that lets a request through only with a key of one of ``roles``."""
 
@@ -115,10 +139,9 @@ def requires(*roles: Role) -> Callable[[Request], Awaitable[None]]:
         state = request.app.state
         runtime: Runtime = state.runtime
         settings = runtime.settings
-        client = request.client
-        address = client.host if client else "unknown"
         store: Store = state.store
-        wait = await store.take(address, settings.rate_limit_per_second, settings.rate_limit_burst)
+        wait = await store.take(client_address(request), settings.rate_limit_per_second,
+                                settings.rate_limit_burst)
         if wait > 0:
             raise Problem(429, "rate_limited", "too many requests from this client",
                           headers={"Retry-After": str(max(1, math.ceil(wait)))})

@@ -26,6 +26,7 @@ _PROBLEM: dict[str, Any] = {
         "detail": {"type": "string"},
         "code": {"type": "string"},
         "errors": {"type": "object", "additionalProperties": {"type": "string"}},
+        "reason": {"type": "string"},
     },
 }
 

@@ -14,10 +14,11 @@ opaque *subject* digest that the per-unit limit is keyed by.  The default,
 ``InstallKeyAuth``, is a random per-install key the device draws once and
 sends as ``LDP-Install-Key`` (base64url, 32 bytes): registered on first
 contact, one token per install and unit.  What each choice buys is in the
-docs/tokens.md ("The issuer and how a device authenticates"): an install key bounds
+docs/threat-model.md ("The issuer and how a device authenticates"): an install key bounds
 what one install gets, not how many installs an attacker makes; an account or
 an app attestation (Play Integrity, App Attest) bounds the number of subjects
-as well.
+as well.  ``JwtDeviceAuth`` (``collector.device_auth``, ``LDP_DEVICE_AUTH=jwt``)
+is the account: the app's login token, checked against its provider's JWKS.
 
 Issuer state (per subject, expires with the last unit's acceptance window):
 
@@ -25,6 +26,9 @@ Issuer state (per subject, expires with the last unit's acceptance window):
                                   blinded message signed for that unit (fields
                                   "<metric>|<version>|<epoch>" of version-1
                                   tokens may remain until they expire)
+    ldp:{i:<subject hex>}:r STRING  UTC day the install registered, paying its proof of
+                                  work (``collector.installs``, same hash tag);
+                                  EX LDP_INSTALL_REGISTRATION_DAYS
 
 Transition from version-1 tokens (bound to (metric, version, epoch)): the
 first version-2 collector writes ``V2_SINCE`` once: its start time if the
@@ -68,6 +72,7 @@ from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from collector.device_auth import JwtDeviceAuth
 from collector.store import ValidReport
 from collector.store.schema import SPEC_NAMES
 from collector.token_crypto import TokenKey, Verifier
@@ -81,6 +86,7 @@ __all__ = [
     "V2_SINCE",
     "DeviceAuth",
     "InstallKeyAuth",
+    "JwtDeviceAuth",
     "TokenService",
     "V1Cutoff",
     "cutoff_settled",
@@ -168,7 +174,8 @@ class InstallKeyAuth:
         key = _unb64(raw) if raw else None
         if key is None or len(key) != 32:
             raise Problem(401, "invalid_device",
-                          "send LDP-Install-Key: base64url of 32 random bytes, kept per install")
+                          "send LDP-Install-Key: base64url of 32 random bytes, kept per install",
+                          reason="install_key_invalid")
         return blake2b(key, key=secret, digest_size=16, person=b"ldp-install").digest()
 
 

@@ -3,7 +3,9 @@
 aggregator: ``--url`` / LDP_AGGREGATOR_URL / DIR/endpoints.json, key
 ``--key`` / LDP_ANALYST_KEY / DIR/keys.json (analyst);
 collector: ``--url`` / LDP_COLLECTOR_URL / DIR/endpoints.json, key
-``--key`` / LDP_ADMIN_KEY / DIR/keys.json (admin).
+``--key`` / LDP_ADMIN_KEY / DIR/keys.json (admin).  DIR is ``--data``, else
+$LDP_DATA_DIR, else ~/.local/share/ldp-telemetry: after ``ldp up --data DIR``, give
+the other commands the same ``--data DIR`` (or export LDP_DATA_DIR=DIR).
 """
 
 from __future__ import annotations
@@ -50,10 +52,29 @@ def api_for(args: argparse.Namespace, service: Service) -> Api:
         if keys is not None:
             key = keys.analyst if service == "aggregator" else keys.admin
     if not url:
-        raise ConfigMissing(f"no {service} URL: pass --url, set the environment, or run `ldp up`")
+        raise ConfigMissing(f"no {service} URL: {_how_to_connect(service, data_dir)}")
     if not key:
-        raise ConfigMissing(
-            f"no {service} key: pass --key, set the environment, "
-            f"or use the data folder of `ldp up` ({data_dir})"
-        )
+        raise ConfigMissing(f"no {service} key: {_how_to_connect(service, data_dir, key=True)}")
     return Api(url, key)
+
+
+def _how_to_connect(service: Service, data_dir: Path, *, key: bool = False) -> str:
+    """Where the CLI looked, and the options and variables that point it elsewhere.
+
+    >>> print(_how_to_connect("aggregator", Path("/srv/ldp")))  # doctest: +NORMALIZE_WHITESPACE
+    no `ldp up` is running on the data folder /srv/ldp; pass --data DIR (the folder given
+    to `ldp up --data DIR`) or set LDP_DATA_DIR, or give the URL and key with --url/--key
+    (or LDP_AGGREGATOR_URL/LDP_ANALYST_KEY)
+    >>> print(_how_to_connect("collector", Path("/srv/ldp"), key=True))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    no keys.json in the data folder /srv/ldp; pass --data DIR (the folder given to
+    `ldp up --data DIR`) or set LDP_DATA_DIR, or give the key with --key (or LDP_ADMIN_KEY)
+    """
+    env_url, env_key = (("LDP_AGGREGATOR_URL", "LDP_ANALYST_KEY") if service == "aggregator"
+                        else ("LDP_COLLECTOR_URL", "LDP_ADMIN_KEY"))
+    folder = ("pass --data DIR (the folder given to `ldp up --data DIR`) or set LDP_DATA_DIR")
+    if key:
+        return (f"no keys.json in the data folder {data_dir}; {folder}, or give the key with"
+                f" --key (or {env_key})")
+    return (f"no `ldp up` is running on the data folder {data_dir}; {folder}, or give the URL"
+            f" and key with --url/--key (or {env_url}/{env_key})")

@@ -11,6 +11,7 @@ with its interval, epsilon and unit; then everything it started is stopped
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -35,6 +36,9 @@ __all__ = ["cmd_demo"]
 #: The demo's audit: one epsilon, enough trials for a tight bound, in about a second.
 AUDIT_EPSILONS = (1.0,)
 AUDIT_TRIALS = 200_000
+#: ``LDP_BENCH_SMOKE=1`` (benchmarks/_smoke.py; the suite runs the docs' ``make demo`` and
+#: ``ldp demo --devices 5000`` verbatim with it): at most this many devices, in seconds.
+SMOKE_DEVICES = 200
 
 
 def _section(title: str) -> None:
@@ -162,6 +166,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"ldp demo: --token-concurrency must be in [1, {Fleet.MAX_TOKEN_CONCURRENCY}],"
               f" got {args.token_concurrency}", file=sys.stderr)
         return 2
+    if os.environ.get("LDP_BENCH_SMOKE", "") not in ("", "0") and args.devices > SMOKE_DEVICES:
+        print(f"ldp demo: LDP_BENCH_SMOKE is set: {SMOKE_DEVICES} devices instead of "
+              f"{args.devices:,}", file=sys.stderr)
+        args.devices = SMOKE_DEVICES
     _survey()
     _audit()
     return _system(args)

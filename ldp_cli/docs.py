@@ -63,6 +63,9 @@ _PROBES_PROD: tuple[dict[str, Any], ...] = (
     {},
     {"admin_keys": _SHORT, "ingest_keys": _SHORT + "i", "analyst_keys": _SHORT + "a",
      "metrics_key": _SHORT + "m", "cors_origins": "*", "redis_url": "redis://h/0"},
+    {"device_auth": "jwt", "jwt_jwks_url": "http://h/jwks", "jwt_issuer": "https://i",
+     "jwt_audience": "a"},
+    {"install_pow_bits": 0},
 )
 _PROBES_ANY: tuple[dict[str, Any], ...] = (
     {"redis_url": "http://h/0"},
@@ -73,6 +76,11 @@ _PROBES_ANY: tuple[dict[str, Any], ...] = (
     {"metrics_key": "k" * 24, "analyst_keys": "k" * 24},
     {"server_secret": "zz"},
     {"server_secret": "00ff"},
+    {"trusted_proxies": "proxy.example"},
+    {"device_auth": "jwt"},
+    {"device_auth": "jwt", "jwt_jwks_url": "ftp://h/jwks", "jwt_jwks_file": "/j",
+     "jwt_issuer": "https://i", "jwt_audience": "a", "jwt_algorithms": "HS256"},
+    {"install_pow_n": 1000},
 )
 
 

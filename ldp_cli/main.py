@@ -10,6 +10,7 @@
     ldp plot      NAME -o file.png [--start --end --since --confidence]
     ldp audit     [--epsilons 0.5,1,2 --trials N --seed S]   (exit 1 on a violation)
     ldp bench     [args for benchmarks/run_all.py]
+    ldp docs      [--port 8008] [--build-only DIR]   (the documentation site, offline)
 
 Services are started as processes (uvicorn), never imported; queries go
 through the HTTP APIs.
@@ -18,6 +19,7 @@ through the HTTP APIs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -54,6 +56,12 @@ def _demo(args: argparse.Namespace) -> int:
     return cmd_demo(args)
 
 
+def _docs(args: argparse.Namespace) -> int:
+    from ldp_cli.docsite import cmd_docs
+
+    return cmd_docs(args)
+
+
 def _query(name: str) -> Handler:
     def run(args: argparse.Namespace) -> int:
         from ldp_cli import query
@@ -79,6 +87,9 @@ def _window(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end", help="end of the window: a number or a UTC date (exclusive)")
     p.add_argument("--since", help="the last N hours/days/weeks instead of --start, e.g. 7d")
     p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
+    p.add_argument("--target", choices=("reporters", "population"), default=None,
+                   help="whom the intervals are about: the reporting users (default) or "
+                   "the law they were drawn from (adds the spread between people)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="survey, audit, then a simulated fleet end to end")
     from client_sdk import Fleet
 
-    demo.add_argument("--devices", type=int, default=5_000, help="default 5000")
+    demo.add_argument("--devices", type=int, default=5_000,
+                      help="default 5000 (at most 200 with LDP_BENCH_SMOKE=1)")
     demo.add_argument("--data", help="data folder (default: a throwaway one)")
     demo.add_argument("--keep", action="store_true", help="keep the services running")
     demo.add_argument("--seed", type=int, default=2026, help="seed of the true values")
@@ -141,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_connection_arguments(create, "collector")
     create.set_defaults(handler=_query("cmd_metric_create"))
     listing = msub.add_parser("list", help="the registered metrics (aggregator, analyst key)")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="the catalog an app bundles:"
+                         " {\"metrics\": [...], \"issuer_keys\": [...]} (the issuer key:"
+                         " collector URL and admin key as for `metric create`)")
     add_connection_arguments(listing, "aggregator")
     listing.set_defaults(handler=_query("cmd_metric_list"))
 
@@ -186,10 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run benchmarks/run_all.py")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(handler=_ops("cmd_bench"))
+
+    docs = sub.add_parser("docs", help="build the documentation site and serve it on 127.0.0.1")
+    from ldp_cli.docsite import add_arguments as add_docs_arguments
+
+    add_docs_arguments(docs)
+    docs.set_defaults(handler=_docs)
     return parser
 
 
-#: Modules that a device install (``pip install ldp-telemetry``, no extras) lacks,
+#: Modules that a device install (``pip install .`` of a checkout, no extras) lacks,
 #: and the extra that brings each.
 _EXTRA_OF = {"fastapi": "server", "uvicorn": "server", "redis": "server", "pydantic": "server",
              "pydantic_settings": "server", "orjson": "server", "numpy": "server",
@@ -204,8 +224,9 @@ _SERVER_COMMANDS = {"up": ("fastapi", "uvicorn", "redis", "pydantic_settings", "
 def install_hint(command: str, module: str) -> str | None:
     """The one line that says how to install what ``command`` is missing, or None.
 
-    >>> install_hint("up", "uvicorn")
-    "ldp up: needs the server extra (uvicorn is not installed): pip install 'ldp-telemetry[server]'"
+    >>> print(install_hint("up", "uvicorn"))  # doctest: +NORMALIZE_WHITESPACE
+    ldp up: needs the server extra (uvicorn is not installed): pip install '.[server]'
+    in a checkout of ldp-telemetry (it is not on PyPI yet)
     >>> install_hint("up", "json") is None
     True
     """
@@ -213,7 +234,7 @@ def install_hint(command: str, module: str) -> str | None:
     if extra is None:
         return None
     return (f"ldp {command}: needs the {extra} extra ({module} is not installed):"
-            f" pip install 'ldp-telemetry[{extra}]'")
+            f" pip install '.[{extra}]' in a checkout of ldp-telemetry (it is not on PyPI yet)")
 
 
 def _missing(command: str) -> str | None:
@@ -225,7 +246,43 @@ def _missing(command: str) -> str | None:
     return None
 
 
+#: The exit status when the reader of our output went away (``ldp estimate x | head``):
+#: 128 + SIGPIPE, what the shell reports for cat, grep or git cut short the same way,
+#: so ``set -o pipefail`` treats ldp like them; the output was not all delivered.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a closed stdout ends it quietly with ``EXIT_BROKEN_PIPE``."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not at exit as a traceback
+    except BrokenPipeError as exc:
+        if not _reader_gone():  # another pipe or socket of the command broke
+            print(f"ldp: {exc}", file=sys.stderr)
+            return 1
+        # Python's advice (docs of ``signal``, "Note on SIGPIPE"): point stdout at devnull
+        # so the flush at exit cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe nobody reads any more (poll says POLLERR); True where
+    poll is unavailable."""
+    import select
+
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), 0)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command == "bench":
@@ -246,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(hint, file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # an OSError, but not an error of the command: see main
     except (ApiError, ConfigMissing, ValueError, OSError) as exc:
         print(f"ldp {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -17,12 +17,14 @@ from ldp_cli.connect import api_for
 from ldp_cli.table import format_estimate, format_series
 
 __all__ = [
+    "catalog_json",
     "cmd_estimate",
     "cmd_metric_create",
     "cmd_metric_list",
     "cmd_plot",
     "estimate_params",
     "fetch_estimate",
+    "issuer_key_ids",
     "spec_from_args",
 ]
 
@@ -70,10 +72,16 @@ def cmd_metric_create(args: argparse.Namespace) -> int:
 
 
 def cmd_metric_list(args: argparse.Namespace) -> int:
-    """The registered metrics, read from the aggregator with the analyst key."""
+    """The registered metrics, read from the aggregator with the analyst key.
+
+    ``--json`` prints the catalog an app ships (``Client(metrics="ldp-metrics.json")``,
+    the TypeScript SDK's ``metrics``): ``{"metrics": [...], "issuer_keys": [...]}``, each spec
+    as the collector serves it to devices (``catalog_json``) and the id of the
+    collector's current token issuer key (``issuer_key_ids``) for the SDK to pin.
+    """
     metrics = api_for(args, "aggregator").get("/v1/metrics")["metrics"]
     if args.json:
-        print(json.dumps(metrics, indent=2))
+        print(json.dumps(catalog_json(metrics, issuer_key_ids(args)), indent=2))
         return 0
     print(f"{'name':<28} {'ver':>3} {'kind':<12} {'mechanism':<14} {'epsilon':>7}  unit")
     for m in metrics:
@@ -85,6 +93,39 @@ def cmd_metric_list(args: argparse.Namespace) -> int:
     if not metrics:
         print("(no metric registered)")
     return 0
+
+
+def catalog_json(metrics: list[dict[str, Any]], issuer_keys: list[str]) -> dict[str, Any]:
+    """The catalog file of ``ldp metric list --json``: the specs without the fields the
+    analyst API adds for people (``unit_text``), and ``issuer_keys`` when known.
+
+    >>> catalog_json([{"name": "b", "kind": "boolean", "unit_text": "per device"}], ["ab"])
+    {'metrics': [{'name': 'b', 'kind': 'boolean'}], 'issuer_keys': ['ab']}
+    """
+    from client_sdk._catalog import DISPLAY_FIELDS
+
+    specs = [{k: v for k, v in m.items() if k not in DISPLAY_FIELDS} for m in metrics]
+    return {"metrics": specs, **({"issuer_keys": issuer_keys} if issuer_keys else {})}
+
+
+def issuer_key_ids(args: argparse.Namespace) -> list[str]:
+    """The id of the collector's current token issuer key (``GET /v1/tokens/key``, its
+    ``key_id`` checked against the key), asked with the collector's URL and admin key
+    as ``ldp metric create`` finds them ($LDP_COLLECTOR_URL, $LDP_ADMIN_KEY, or the data
+    folder of ``ldp up``).  ``[]`` with a note on stderr if the collector cannot tell."""
+    from ldp_cli.api import ApiError
+    from ldp_cli.connect import ConfigMissing
+    from ldp_core.tokens import PublicKey
+
+    collector = argparse.Namespace(url=None, key=None, data=getattr(args, "data", None))
+    try:
+        body = api_for(collector, "collector").get("/v1/tokens/key")
+        return [PublicKey.from_json(body).key_id.hex()]
+    except (ApiError, ConfigMissing, ValueError, TypeError, KeyError) as exc:
+        print(f"ldp: no issuer_keys in the catalog, the collector's token key is unknown"
+              f" ({exc}); the SDK will use any issuer key and log a WARNING",
+              file=sys.stderr)
+        return []
 
 
 def estimate_params(args: argparse.Namespace, series: bool = False) -> dict[str, Any]:
@@ -99,6 +140,7 @@ def estimate_params(args: argparse.Namespace, series: bool = False) -> dict[str,
         "series": "epoch" if series else None,
         "quantiles": getattr(args, "quantiles", None),
         "buckets": getattr(args, "buckets", None),
+        "target": getattr(args, "target", None),
     }
 
 

@@ -10,12 +10,18 @@ What it does, in order:
 2. with more than one worker (or ``--metrics-dir``), empties a folder for
    prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``;
    default: a fresh private temporary folder) so that /metrics sums every
-   worker and a counter never goes back;
+   worker and a counter never goes back (a worker that dies is replaced by
+   uvicorn; the next scrape drops its live series, so ``ldp_workers`` counts
+   the live workers; plain ``uvicorn --workers N`` without the folder logs a
+   WARNING in each worker instead);
 3. runs uvicorn with the workers, its JSON log configuration
    (``collector.logs.uvicorn_log_config``: every line one JSON object, access
    lines without the client address or query string), no ``Server`` header,
    and a graceful shutdown on SIGTERM/SIGINT: requests in flight get
-   ``--graceful-seconds`` to finish, then the lifespans close Redis.
+   ``--graceful-seconds`` to finish, then the lifespans close Redis;
+4. guards every connection (``ldp_server.guard``: header and body deadlines,
+   ``LDP_MAX_CONNECTIONS`` per worker) and believes X-Forwarded-For only from
+   ``LDP_TRUSTED_PROXIES`` (``ldp_server.serve_asgi``).
 
 Every HTTP request is timed into ``ldp_http_request_duration_seconds``
 (``collector.telemetry.HttpMetrics``).  TLS belongs to the reverse proxy in
@@ -114,6 +120,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from collector.logs import uvicorn_log_config
+    from ldp_server.guard import raise_file_limit
+    from ldp_server.serve_asgi import launch_options
+    from ldp_server.settings import ListenSettings
+
+    raise_file_limit()
 
     port = args.port or int(os.environ.get("LDP_PORT", "0")) or DEFAULT_PORTS[args.service]
     try:
@@ -128,6 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             access_log=True,
             server_header=False,
             timeout_graceful_shutdown=args.graceful_seconds,
+            **launch_options(ListenSettings()),  # checked with the service's settings
         )
     finally:
         if own_folder and folder:

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,26 @@ from ldp_cli.lock import DataLock
 from ldp_server.redis_server import RedisServer, free_port
 from ldp_server.service import ServiceError, UvicornService, spawn_uvicorn
 
-__all__ = ["Service", "Stack", "StackError"]
+__all__ = ["DEV_POW", "Service", "Stack", "StackError", "dev_pow"]
+
+#: The install proof of work of ``ldp up`` / ``ldp demo`` in dev, unless the environment
+#: sets one: no leading zero bits and a tiny scrypt, so a 5,000-device demo fleet
+#: registers in about a second instead of ~1 s of a core per device.  Prod refuses
+#: 0 bits (collector.settings): the difficulty there is the operator's.
+DEV_POW = {"LDP_INSTALL_POW_N": "16", "LDP_INSTALL_POW_R": "1", "LDP_INSTALL_POW_BITS": "0"}
+
+
+def dev_pow(environ: Mapping[str, str]) -> dict[str, str]:
+    """``DEV_POW`` less what ``environ`` sets; nothing outside dev.
+
+    >>> dev_pow({"LDP_INSTALL_POW_BITS": "4"})
+    {'LDP_INSTALL_POW_N': '16', 'LDP_INSTALL_POW_R': '1'}
+    >>> dev_pow({"LDP_ENV": "prod"})
+    {}
+    """
+    if environ.get("LDP_ENV", "dev") != "dev":
+        return {}
+    return {k: v for k, v in DEV_POW.items() if k not in environ}
 
 
 #: A service did not start; the message holds the end of its log.
@@ -75,6 +95,7 @@ class Stack:
                 else {"LDP_REDIS_URL": str(redis_url), "LDP_REDIS_CLUSTER_NODES": ""}
             )
             env = {
+                **dev_pow(os.environ),
                 **target,
                 "LDP_ADMIN_KEYS": keys.admin,
                 "LDP_INGEST_KEYS": keys.ingest,

@@ -11,10 +11,17 @@ proportion of true          0.3100    0.0100  [  0.2900,   0.3300]
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["format_distribution", "format_estimate", "format_series", "header_lines"]
+__all__ = [
+    "format_distribution",
+    "format_estimate",
+    "format_series",
+    "header_lines",
+    "window_text",
+]
 
 
 def _pct(confidence: float) -> str:
@@ -27,29 +34,69 @@ def _utc(epoch: int, body: Mapping[str, Any]) -> str:
     >>> _utc(20400, {"epoch_seconds": 86400, "epoch_length": "day"})
     '2025-11-08'
     """
-    import time
-
     fmt = "%Y-%m-%d" if body.get("epoch_length") == "day" else "%Y-%m-%d %H:00"
     return time.strftime(fmt, time.gmtime(epoch * int(body["epoch_seconds"])))
 
 
+def _count(k: int, unit: str) -> str:
+    return f"{k} {unit}" + ("" if k == 1 else "s")
+
+
+def _span(first: int, last: int, body: Mapping[str, Any]) -> str:
+    """Epochs ``first..last`` (inclusive), with their UTC dates when the body has them."""
+    span = f"epochs {first}..{last}"
+    if body.get("epoch_seconds"):
+        start, end = _utc(first, body), _utc(last, body)
+        span += f", {start}" + ("" if end == start else f" to {end}") + " UTC"
+    return span
+
+
+def window_text(body: Mapping[str, Any], now: float | None = None) -> str:
+    r"""The window asked (from the body's ``start``/``end``; an open end runs to the
+    epoch of ``now``), then the epochs in it that hold reports.
+
+    >>> body = {"epoch_length": "day", "epoch_seconds": 86400,
+    ...         "window": {"start": 18262, "end": 18292, "epochs": 0}}
+    >>> window_text(body)
+    'window: 30 days (epochs 18262..18291, 2020-01-01 to 2020-01-30 UTC), no reports in it'
+    >>> body["window"] = {"start": 18262, "end": None, "epochs": 1,
+    ...                   "first_epoch": 18263, "last_epoch": 18263}
+    >>> print(window_text(body, now=18268 * 86400.0).replace("), ", "),\n"))
+    window: 7 days (epochs 18262..18268, 2020-01-01 to 2020-01-07 UTC),
+    1 day with reports (epochs 18263..18263, 2020-01-02 UTC)
+    >>> window_text({"epoch_length": "hour", "window": {"epochs": 0}})
+    'window: every hour with reports: none yet'
+    """
+    window = body.get("window") or {}
+    unit = body.get("epoch_length") or "epoch"
+    held = int(window.get("epochs") or 0)
+    span = (_span(window["first_epoch"], window["last_epoch"], body)
+            if held and window.get("first_epoch") is not None else None)
+    start, end = window.get("start"), window.get("end")
+    if start is not None:
+        seconds = body.get("epoch_seconds")
+        last = end - 1 if end is not None else (
+            int((time.time() if now is None else now) // seconds) if seconds else None)
+        asked = (f"{_count(last - start + 1, unit)} ({_span(start, last, body)})"
+                 if last is not None and last >= start else f"from epoch {start} on")
+    elif end is not None:
+        before = f"{_utc(end, body)} UTC" if body.get("epoch_seconds") else f"epoch {end}"
+        asked = f"every {unit} before {before}"
+    else:
+        return f"window: every {unit} with reports: " + (
+            f"{_count(held, unit)} ({span})" if span else "none yet")
+    return f"window: {asked}, " + (f"{_count(held, unit)} with reports ({span})" if span
+                                     else "no reports in it")
+
+
 def header_lines(body: Mapping[str, Any]) -> list[str]:
     """Metric, mechanism, epsilon with its unit, window and n."""
-    window = body.get("window") or {}
-    span = ""
-    if window.get("first_epoch") is not None:
-        span = f" (epochs {window['first_epoch']}..{window['last_epoch']}"
-        if body.get("epoch_seconds"):
-            first = _utc(window["first_epoch"], body)
-            last = _utc(window["last_epoch"], body)
-            span += f", {first}" + ("" if last == first else f" to {last}") + " UTC"
-        span += ")"
     lifetime = f"; lifetime eps_inf = {body['epsilon_inf']:g}" if body.get("epsilon_inf") else ""
     return [
         f"{body['metric']} v{body['version']}: {body['kind']}, mechanism {body['mechanism']}, "
         f"epsilon = {body['epsilon']:g} per report, {body['unit']}{lifetime}",
-        f"window: {window.get('epochs', 0)} {body.get('epoch_length', 'epoch')}(s){span}, "
-        f"n = {body['n']} reports, {_pct(body['confidence'])} intervals",
+        f"{window_text(body)}; n = {body['n']} reports, {_pct(body['confidence'])} intervals"
+        + (f" about the {body['target']}" if body.get("target") else ""),
     ]
 
 
@@ -205,8 +252,6 @@ def discovered_lines(est: Mapping[str, Any], truth: object = None) -> list[str]:
 
 def format_series(body: Mapping[str, Any]) -> str:
     """One line per epoch (for a categorical metric: its largest value in the window)."""
-    import time
-
     series = body.get("series") or []
     pick: int | None = None
     what = "estimate"

@@ -5,7 +5,9 @@ Every error either service returns is ``application/problem+json`` with
 ``status``, ``detail`` (a human message that names the bad value, never a
 secret) and ``code``: a key of ``CODES``, stable across releases.  A Problem
 with a code outside the table is a programming error (ValueError), so the
-vocabulary cannot drift between the services.
+vocabulary cannot drift between the services.  A few codes name the case more
+precisely in a ``reason`` member, from ``REASONS`` (equally stable, equally
+checked): ``invalid_device`` says which check of a device's login token failed.
 
 >>> p = Problem(429, "rate_limited", "too many requests", headers={"Retry-After": "1"})
 >>> p.body()["title"], p.body()["type"]
@@ -15,6 +17,8 @@ vocabulary cannot drift between the services.
 >>> Problem(400, "oops", "x")
 Traceback (most recent call last):
 ValueError: unknown problem code 'oops': add it to ldp_server.problems.CODES
+>>> Problem(401, "invalid_device", "expired", reason="device_token_expired").body()["reason"]
+'device_token_expired'
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "CODES",
     "MEDIA_TYPE",
     "PROBLEM_TYPE",
+    "REASONS",
     "RETRY_AFTER_SECONDS",
     "Problem",
     "install_handlers",
@@ -67,6 +72,15 @@ CODES: dict[str, str] = {
     "invalid_key": "the key is not one of this service's keys",
     "wrong_role": "the key is valid but its role may not do this",
     "rate_limited": "too many requests for this key (Retry-After)",
+    # install registration (collector.routers.installs)
+    "challenge_invalid": "the proof-of-work challenge is not one this collector made "
+    "(length, version or MAC): ask a new one",
+    "challenge_expired": "the proof-of-work challenge has expired: ask a new one",
+    "pow_invalid": "the nonce does not solve the challenge for this install key",
+    "registration_limited": "too many new installs registered from this network "
+    "(/24 or /48) this hour (Retry-After)",
+    "install_unregistered": "this install has not registered (POST /v1/installs with a "
+    "solved challenge)",
     # resources
     "not_found": "no such route",
     "method_not_allowed": "the route does not accept this method",
@@ -83,8 +97,30 @@ CODES: dict[str, str] = {
     "bad_quantiles": "quantiles= or buckets= is malformed, or the metric serves no distribution",
     # the server
     "store_unavailable": "Redis did not answer; retry after Retry-After seconds",
+    "store_memory_low": "Redis is near its maxmemory (LDP_REDIS_MEMORY_HIGH_SHARE): not "
+    "ready, and no new token install; retry after Retry-After seconds",
+    "device_auth_unavailable": "the keys device tokens are checked with (JWKS) could not "
+    "be read; retry after Retry-After seconds",
     "http_error": "any other HTTP error of the framework",
     "internal": "an unexpected error (logged without request data)",
+}
+
+#: code -> {reason: the case it names}: the ``reason`` member a Problem of that code
+#: may carry (part of the API like the codes).
+REASONS: dict[str, dict[str, str]] = {
+    "invalid_device": {
+        "install_key_invalid": "no LDP-Install-Key, or not base64url of 32 bytes",
+        "device_token_missing": "no LDP-Device-Token (the app's login token)",
+        "device_token_malformed": "the device token is not a JWT (or is over 8 KiB)",
+        "device_token_algorithm": "its alg is not one the issuer accepts (never none or HS*)",
+        "device_token_unknown_key": "its kid is in none of the JWKS keys, even after a refetch",
+        "device_token_signature": "its signature does not verify",
+        "device_token_expired": "exp has passed (beyond the leeway)",
+        "device_token_not_yet_valid": "nbf or iat lies ahead (beyond the leeway)",
+        "device_token_issuer": "iss is not LDP_JWT_ISSUER",
+        "device_token_audience": "aud does not hold LDP_JWT_AUDIENCE",
+        "device_token_claims": "a required claim (exp, iat, iss, aud, sub) is missing or malformed",
+    },
 }
 
 
@@ -99,15 +135,19 @@ class Problem(Exception):
         *,
         headers: Mapping[str, str] | None = None,
         extra: Mapping[str, Any] | None = None,
+        reason: str | None = None,
     ) -> None:
         if code not in CODES:
             raise ValueError(f"unknown problem code {code!r}: add it to ldp_server.problems.CODES")
+        if reason is not None and reason not in REASONS.get(code, {}):
+            raise ValueError(f"unknown reason {reason!r} of problem code {code!r}: add it to "
+                             "ldp_server.problems.REASONS")
         super().__init__(detail)
         self.status = status
         self.code = code
         self.detail = detail
         self.headers = dict(headers or {})
-        self.extra = dict(extra or {})
+        self.extra = dict(extra or {}) | ({"reason": reason} if reason is not None else {})
 
     def body(self) -> dict[str, Any]:
         """The problem+json object."""

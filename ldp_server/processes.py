@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +21,15 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["answers_ok", "die_with_parent", "kill", "stop", "wait_http_ok"]
+__all__ = [
+    "answers_ok",
+    "die_with_parent",
+    "kill",
+    "pid_alive",
+    "stop",
+    "uvicorn_workers",
+    "wait_http_ok",
+]
 
 
 def stop(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
@@ -76,3 +85,41 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         pass
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie not yet reaped counts as alive).
+
+    >>> import os
+    >>> pid_alive(os.getpid())
+    True
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def uvicorn_workers() -> int:
+    """How many workers the uvicorn that started this process runs (1 when this process
+    is not one of uvicorn's workers).
+
+    uvicorn (``--workers N``, ``WEB_CONCURRENCY``, ``uvicorn.run(workers=N)``) starts
+    each worker with multiprocessing's spawn and hands it its ``Config``: the keyword
+    arguments of this process's ``multiprocessing`` process object (a private
+    attribute: where another uvicorn lacks it, the answer is 1, and nothing warns).
+
+    >>> uvicorn_workers()  # pytest is nobody's worker
+    1
+    """
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:
+        return 1
+    kwargs = getattr(multiprocessing.current_process(), "_kwargs", None)
+    config = kwargs.get("config") if isinstance(kwargs, dict) else None
+    workers = getattr(config, "workers", 1)
+    return workers if isinstance(workers, int) and workers > 1 else 1

@@ -9,8 +9,8 @@ for with a bounded deadline and stopped by its own pid.
 >>> svc.url                                                                        # doctest: +SKIP
 'http://127.0.0.1:18231'
 >>> svc.stop()                                                                     # doctest: +SKIP
->>> uvicorn_argv("aggregator.app:create_app", "127.0.0.1", 8081)[3:6]
-['--factory', 'aggregator.app:create_app', '--host']
+>>> uvicorn_argv("aggregator.app:create_app", "127.0.0.1", 8081)[1:5]
+['-m', 'ldp_server.serve_asgi', 'aggregator.app:create_app', '--host']
 """
 
 from __future__ import annotations
@@ -102,15 +102,17 @@ def uvicorn_argv(
     factory: str, host: str, port: int, workers: int = 1, log_level: str = "warning",
     log_config: Path | None = None,
 ) -> list[str]:
-    """The command line of ``uvicorn --factory`` without access logs.
+    """The command line of ``uvicorn --factory`` without access logs, through
+    ``ldp_server.serve_asgi`` (header deadlines, a connection cap, and
+    X-Forwarded-For only from ``LDP_TRUSTED_PROXIES``).
 
     ``log_config``: a JSON ``dictConfig`` file for uvicorn's own lines
     (``collector.logs.uvicorn_log_config``).
     """
     return [
-        sys.executable, "-m", "uvicorn", "--factory", factory,
+        sys.executable, "-m", "ldp_server.serve_asgi", factory,
         "--host", host, "--port", str(port), "--workers", str(workers),
-        "--no-access-log", "--log-level", log_level,
+        "--log-level", log_level,
         *(["--log-config", str(log_config)] if log_config else []),
     ]
 

@@ -25,12 +25,13 @@ no LDP_REDIS_URL or LDP_REDIS_CLUSTER_NODES
 
 from __future__ import annotations
 
+import ipaddress
 import string
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ldp_server.redis_client import RedisClient, make_client
@@ -38,6 +39,7 @@ from ldp_server.redis_client import RedisClient, make_client
 __all__ = [
     "DEFAULT_REDIS_URL",
     "MIN_KEY_LENGTH",
+    "ListenSettings",
     "Role",
     "ServerSettings",
     "SettingsError",
@@ -53,7 +55,7 @@ Role = Literal["ingest", "admin", "analyst"]
 MIN_KEY_LENGTH = 24
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
-_S = TypeVar("_S", bound="ServerSettings")
+_S = TypeVar("_S", bound="ListenSettings")
 
 
 def split_keys(raw: str) -> tuple[str, ...]:
@@ -137,13 +139,50 @@ class SettingsError(ValueError):
     """Settings refused; the message is one line and holds no value of a setting."""
 
 
-class ServerSettings(BaseSettings):
-    """What both services read from the environment; see the module docstring."""
+class ListenSettings(BaseSettings):
+    """How a service's HTTP server treats connections (``ldp_server.guard``), read by the
+    launcher before the app exists; every service's settings include them.
+
+    >>> ListenSettings(trusted_proxies="10.0.0.0/8, 127.0.0.1").trusted_proxy_list()
+    ('10.0.0.0/8', '127.0.0.1')
+    >>> ListenSettings().trusted_proxy_list()
+    ()
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="LDP_", frozen=True, extra="ignore", hide_input_in_errors=True,
         use_attribute_docstrings=True,
     )
+
+    trusted_proxies: str = ""
+    """Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is
+    believed (the client address then comes from it); empty: that header is ignored."""
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    """Seconds a connection may take to send a request's headers (from connecting, or
+    from the previous response); then it is closed."""
+    body_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a request may take to send its body after its headers; then it is closed."""
+    max_connections: int = Field(default=2048, ge=16, le=1_000_000)
+    """Open connections per worker (bounded by its file limit too); one more closes the
+    connection that has waited longest for its headers, else the new one."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        for item in split_keys(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an address or CIDR") from None
+        return value
+
+    def trusted_proxy_list(self) -> tuple[str, ...]:
+        """LDP_TRUSTED_PROXIES as a tuple (empty: X-Forwarded-For is ignored)."""
+        return split_keys(self.trusted_proxies)
+
+
+class ServerSettings(ListenSettings):
+    """What both services read from the environment; see the module docstring."""
 
     env: Literal["dev", "prod"] = "dev"
     """dev or prod: prod refuses unsafe settings at start."""

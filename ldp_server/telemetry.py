@@ -18,7 +18,11 @@ needs ``Authorization: Bearer <that key>``; without it, dev serves it openly
 and prod does not serve it at all (404).
 
 A service's own counters go on ``ServiceMetrics.registry`` (the collector's:
-``collector.telemetry.Telemetry``).
+``collector.telemetry.Telemetry``).  ``sample_redis`` adds Redis's memory
+against its cap (``INFO memory``), read at scrape time: the collector's
+/metrics calls it, so ``ldp_redis_used_memory_bytes`` and
+``ldp_redis_maxmemory_bytes`` come from the collector (NaN when Redis did not
+answer; a maxmemory of 0 means no cap).
 
 >>> m = ServiceMetrics("demo")
 >>> m.observe_http("GET", "/healthz", 200, 0.002)
@@ -31,7 +35,9 @@ method="GET" | route="/healthz" | service="demo" | status="200"} 1
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hmac
+import logging
 import math
 import os
 import time
@@ -41,12 +47,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import prometheus_client
+import redis.exceptions
 from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CollectorRegistry, Gauge, Histogram, values
 from prometheus_client.core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from ldp_server.keys import bearer_key
+from ldp_server.processes import pid_alive, uvicorn_workers
 
 __all__ = [
     "CONTENT_TYPE",
@@ -55,6 +63,7 @@ __all__ = [
     "TELEMETRY_OFF",
     "HttpMetrics",
     "ServiceMetrics",
+    "redis_memory",
     "render",
     "scrape_allowed",
 ]
@@ -160,6 +169,21 @@ class _ProcessSample:
             pass
 
 
+def redis_memory(info: Mapping[str, Any]) -> tuple[float, float]:
+    """(used_memory, maxmemory) of an ``INFO memory`` reply; of a cluster's reply
+    (one section per node), those of the node nearest its cap.
+
+    >>> redis_memory({"used_memory": 1048576, "maxmemory": 4194304})
+    (1048576.0, 4194304.0)
+    >>> redis_memory({"10.0.0.1:7000": {"used_memory": 10, "maxmemory": 100},
+    ...               "10.0.0.2:7000": {"used_memory": 90, "maxmemory": 100}})
+    (90.0, 100.0)
+    """
+    nodes = [n for n in info.values() if isinstance(n, Mapping)] or [info]
+    pairs = [(float(n["used_memory"]), float(n["maxmemory"])) for n in nodes]
+    return max(pairs, key=lambda p: (p[0] / p[1] if p[1] else 0.0, p[0]))
+
+
 @dataclass
 class ServiceMetrics:
     """The shared metrics of one service process; see the module docstring."""
@@ -195,6 +219,33 @@ class ServiceMetrics:
             atexit.register(mark_process_dead, os.getpid(), self.multiproc_dir)
         else:
             prometheus_client.ProcessCollector(registry=r)
+            _warn_if_one_of_several_workers(self.service)
+        self.redis_gauges: dict[str, Gauge] = {}
+
+    async def sample_redis(self, client: Any) -> None:
+        """Set the Redis memory gauges from ``INFO memory`` (NaN if Redis does not answer).
+
+        ``client`` is a redis.asyncio ``Redis`` or ``RedisCluster``; the gauges
+        exist from the first call on (a service that never calls it has none).
+        """
+        if not self.redis_gauges:
+            mode: Literal["livemostrecent"] = "livemostrecent"
+            self.redis_gauges = {
+                "ldp_redis_used_memory_bytes": Gauge(
+                    "ldp_redis_used_memory_bytes", "Redis used_memory (INFO memory) at the "
+                    "last scrape; of a cluster, the node nearest its cap.",
+                    registry=self.registry, multiprocess_mode=mode),
+                "ldp_redis_maxmemory_bytes": Gauge(
+                    "ldp_redis_maxmemory_bytes", "Redis maxmemory of that node (0: no cap; "
+                    "a full Redis refuses writes under noeviction).",
+                    registry=self.registry, multiprocess_mode=mode),
+            }
+        try:
+            used, cap = redis_memory(await client.info("memory"))
+        except (redis.exceptions.RedisError, OSError, KeyError, ValueError, TypeError):
+            used = cap = math.nan
+        self.redis_gauges["ldp_redis_used_memory_bytes"].set(used)
+        self.redis_gauges["ldp_redis_maxmemory_bytes"].set(cap)
 
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method, route, status)
@@ -216,9 +267,39 @@ class ServiceMetrics:
             return render(self.registry.collect())
         if self.process is not None:
             self.process.update(force=True)
+        _forget_dead_workers(self.multiproc_dir)
         merged = CollectorRegistry()
         MultiProcessCollector(merged, self.multiproc_dir)  # type: ignore[no-untyped-call]
         return render(merged.collect())
+
+
+def _forget_dead_workers(folder: str) -> None:
+    """Drop the live-gauge files of workers that died without running atexit (SIGKILL,
+    out of memory), so ``ldp_workers`` and the per-pid series count live workers only;
+    their counters and histograms stay (a counter never goes back)."""
+    for path in Path(folder).glob("gauge_live*_*.db"):
+        pid = path.stem.rpartition("_")[2]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            with contextlib.suppress(OSError):  # another worker removed them first
+                mark_process_dead(int(pid), folder)  # type: ignore[no-untyped-call]
+
+
+_warned = False
+
+
+def _warn_if_one_of_several_workers(service: str) -> None:
+    """Log one WARNING per process when uvicorn runs several workers without
+    ``PROMETHEUS_MULTIPROC_DIR``: each /metrics then counts one worker only."""
+    global _warned
+    workers = uvicorn_workers()
+    if _warned or workers <= 1:
+        return
+    _warned = True
+    logging.getLogger("uvicorn.error").warning(
+        "this worker's /metrics counts its own requests only (pid %d, one of %d uvicorn"
+        " workers, %s unset): run `ldp serve %s --workers %d`, or set %s to an empty"
+        " folder, so that every scrape sums all workers", os.getpid(), workers,
+        MULTIPROC_ENV, service, workers, MULTIPROC_ENV)
 
 
 #: Method labels kept as sent; any other method (h11 passes any token) counts as

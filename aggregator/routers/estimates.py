@@ -51,6 +51,12 @@ Since = Annotated[
     ),
 ]
 Confidence = Annotated[float, Query(gt=0.5, lt=1.0, description="e.g. 0.95")]
+Target = Annotated[
+    Literal["reporters", "population"],
+    Query(description="whom the intervals are about: the reporting users' own values "
+          "(reporters, the default) or the law they were drawn from (population: adds "
+          "the spread between people)"),
+]
 Version = Annotated[int | None, Query(ge=1, description="metric version; default latest")]
 Limit = Annotated[
     int | None,
@@ -59,8 +65,9 @@ Limit = Annotated[
 ]
 Cursor = Annotated[
     int | None,
-    Query(ge=0, description="series: the first epoch of the page (from the previous "
-          "page's next link)"),
+    # Bounded: the page echoes it back, and JSON integers past 64 bits cannot be written.
+    Query(ge=0, le=2**31 - 1, description="series: the first epoch of the page (from the "
+          "previous page's next link)"),
 ]
 Format = Annotated[
     Literal["json", "csv", "jsonl"] | None,
@@ -142,6 +149,7 @@ async def get_estimate(
     simultaneous: bool = False,
     quantiles: Quantiles = None,
     buckets: Buckets = None,
+    target: Target = "reporters",
     series: Literal["epoch"] | None = None,
     version: Version = None,
     format: Format = None,
@@ -164,7 +172,7 @@ async def get_estimate(
         spec,
         start=window.start,
         end=window.end,
-        options=EstimateOptions(confidence, consistent, simultaneous, **asked),
+        options=EstimateOptions(confidence, consistent, simultaneous, **asked, target=target),
         series=series == "epoch",
         max_epochs=settings.max_epochs,
         bound=settings.read_bound,

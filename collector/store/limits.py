@@ -101,16 +101,36 @@ class ClientLimits(StoreBase):
         if rate <= 0:
             return 0.0
         key = client_key(await self._get_secret(), address)
+        group = self._take_group(rate, burst)
+        (wait_ms,) = await group.submit([key])
+        if wait_ms == _UNREADABLE:
+            raise redis.exceptions.ResponseError(f"the rate-limit bucket {key} is not a hash")
+        return 0.0 if wait_ms <= 0 else float(math.ceil(wait_ms / 1000))
+
+    async def take_many(self, address: str, rate: float, burst: int, count: int
+                        ) -> tuple[int, float]:
+        """Take up to ``count`` tokens of a client's bucket in one call: (taken, the
+        seconds to wait for the next one, 0.0 if all were taken).  What a request
+        that costs ``count`` units of work (signatures) is charged."""
+        if rate <= 0 or count <= 0:
+            return count, 0.0
+        key = client_key(await self._get_secret(), address)
+        group = self._take_group(rate, burst)
+        waits = await group.submit([key] * count)
+        if _UNREADABLE in waits:
+            raise redis.exceptions.ResponseError(f"the rate-limit bucket {key} is not a hash")
+        taken = sum(1 for w in waits if w <= 0)
+        wait = max(waits)
+        return taken, 0.0 if wait <= 0 else float(math.ceil(wait / 1000))
+
+    def _take_group(self, rate: float, burst: int) -> GroupCommit[str, int]:
         if self._takes is None:
             self._takes = {}
         group = self._takes.get((rate, burst))
         if group is None:
             group = self._takes[(rate, burst)] = GroupCommit(
                 lambda keys: self._take_all(keys, rate, burst))
-        (wait_ms,) = await group.submit([key])
-        if wait_ms == _UNREADABLE:
-            raise redis.exceptions.ResponseError(f"the rate-limit bucket {key} is not a hash")
-        return 0.0 if wait_ms <= 0 else float(math.ceil(wait_ms / 1000))
+        return group
 
     async def _take_all(self, keys: Sequence[str], rate: float, burst: int) -> list[int]:
         """One take per key, in order (a key may come more than once): the waits in ms."""

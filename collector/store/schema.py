@@ -45,7 +45,7 @@ Per-report state.  A report is counted once per token and metric: its token
 one length) and a device attaches it to its reports of every metric of that
 epoch, so the state of a slot (metric, version, epoch, shard) is the set of
 nonces spent in that slot: the same nonce is accepted once in each metric's
-slot (and once per version of a metric: the stated bound, docs/tokens.md "Threat
+slot (and once per version of a metric: the stated bound, docs/threat-model.md "Threat
 model").  The
 12-byte digest of a nonce is split: bytes 0-3 pick the shard (mod shards),
 bytes 4-5 the bucket, bytes 6-11 are the rest stored in the bucket's value.

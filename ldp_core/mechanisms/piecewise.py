@@ -117,6 +117,14 @@ def _worst(k: int, quad: tuple[float, float, float]) -> float:
 
 
 @lru_cache(maxsize=256)
+def _t_values(a: Fraction, b: Fraction, m: int, cells: int, k: int) -> tuple[float, ...]:
+    # Exact in Fractions (~10 ms at m = 457), so computed once per channel.
+    g = (a - b) * cells
+    c0 = b * m * (m - 1) / 2 + (a - b) * cells * (cells - 1) / 2
+    return tuple(float(-1 + Fraction(2, k) * (i - c0) / g) for i in range(m))
+
+
+@lru_cache(maxsize=256)
 def design(epsilon: float, k: int = GRID) -> tuple[int, int, int]:
     """(L, A, B) minimising the worst-case variance for (eps, k)."""
     e = math.exp(epsilon / 2)
@@ -228,10 +236,7 @@ class PiecewiseHooks(IntReport):
     def t_values(self) -> tuple[float, ...]:
         """The unbiased estimate of t each cell stands for."""
         a, b = self.channel
-        m = self.num_counters
-        g = (a - b) * self.cells
-        c0 = b * m * (m - 1) / 2 + (a - b) * self.cells * (self.cells - 1) / 2
-        return tuple(float(-1 + Fraction(2, self.k) * (i - c0) / g) for i in range(m))
+        return _t_values(a, b, self.num_counters, self.cells, self.k)
 
     def report_values(self) -> tuple[float, ...]:
         half = (self.hi - self.lo) / 2

@@ -1,6 +1,6 @@
 // The browser bundles and their gzip sizes (level 9):
 //   dist/ldp-sdk.min.js        the core (ESM): every form but prefix_olh (one and two
-//                              levels), cms and hcms
+//                              levels), cms, hcms and hierarchical
 //   dist/ldp-sdk-full.min.js   the core + every form of ``src/forms.ts``, registered on load
 //   dist/ldp-sdk(.full).iife.js the same as IIFEs exposing window.LdpTelemetry
 // and, to show that ``@ldp-telemetry/sdk/forms`` is tree-shakeable, what an app
@@ -46,7 +46,7 @@ for (const [entry, name] of [["src/browser.ts", "ldp-sdk"], ["src/full.ts", "ldp
   out.push(`dist/${name}.min.js`, `dist/${name}.iife.js`);
 }
 mkdirSync("dist/shake", { recursive: true });
-for (const form of ["prefixOlh", "prefixOlhMemo", "cms", "hcms"]) {
+for (const form of ["prefixOlh", "prefixOlhMemo", "cms", "hcms", "hierarchical"]) {
   const entry = `dist/shake/${form}.ts`;
   writeFileSync(entry, `export * from "../../src/browser.js";\nimport { registerForms, ${form} } from "../../src/forms.js";\nregisterForms(${form});\n`);
   await pack({ entryPoints: [entry], format: "esm", outfile: `dist/shake/core+${form}.min.js` });

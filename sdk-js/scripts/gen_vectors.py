@@ -6,14 +6,16 @@ tests/sdk_js/test_sdk_js.py regenerates them and compares with the committed
 file (so they cannot drift), then the Node tests check every entry byte for
 byte: resolved params (thresholds, p*, q*, epsilons), fingerprints and memo
 contexts, one-level reports for fixed HMAC_DRBG randomness (every family,
-including OLH hashes, Hadamard outputs and the grid Piecewise / Hybrid cells),
+including OLH hashes, Hadamard outputs, the grid Piecewise / Hybrid cells and the
+hierarchical histogram's cells),
 permanent responses for fixed secrets and contexts (the memoised Piecewise
 mean's alpha-point grid point and its device offsets, the memoised strings'
 (level, seed, bucket) and their memo keys, the codes of the normalised strings),
 instantaneous draws, the
 exact P[cell | value] of the numeric grid forms, HMAC_DRBG outputs (NIST CAVP),
-device tokens, ledger value keys, Python float formatting, batch JSON bytes, and
-blind RSA tokens (RFC 9474 A.3 as published, tokens of our units for fixed
+device tokens, ledger value keys, the lifetime ledger's default budget over spec
+versions (the ledger's answers to a device's asks), Python float formatting, batch
+JSON bytes, and blind RSA tokens (RFC 9474 A.3 as published, tokens of our units for fixed
 nonce, salt and inverse, SHA-384 at its padding boundaries).
 """
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from client_sdk._device import DeviceState, mechanism_fingerprint, memo_context, payload_text
-from client_sdk._ledger import MemoryLedger
+from client_sdk._ledger import Ask, MemoryLedger, Refusal, lifetime_cap
 from ldp_core import tokens as blind_rsa
 from ldp_core._rng import uniform_words
 from ldp_core.mechanisms._alphabet import Alphabet
@@ -91,14 +93,18 @@ ALPHABETS = (("a-z", 6, True), ("a-z0-9_", 8, False), ("bytes", 2, True), ("Ã -Ã
 
 
 def form_specs(cats: dict[int, list[str]]) -> list[dict[str, Any]]:
-    """Square Wave, the sketches and strings.  (A hashed sketch, d > 1024 with 1032+ seeds,
-    is over the registry's counter cap: its hash is OLH's, checked by the OLH vectors.)"""
+    """Square Wave, the hierarchical histogram, the sketches and strings.  (A hashed sketch,
+    d > 1024 with 1032+ seeds, is over the registry's counter cap: its hash is OLH's, checked
+    by the OLH vectors.)"""
     out: list[dict[str, Any]] = []
     for eps in (0.5, 1.0, 3.0):
         for b, (lo, hi) in enumerate(((0, 120), (-3.5, 1e-5), (0, 1e17))):
             out.append({"name": f"n.square_wave.{eps}.{b}", "kind": "numeric", "lo": lo, "hi": hi,
                         "epsilon": eps, "mechanism": "square_wave",
                         "statistics": ["mean", "distribution", "quantiles"]})
+            # Its levels' oracles: GRR, GRR, Hadamard, Hadamard at eps 0.5; all GRR at eps 3.
+            out.append({"name": f"n.hierarchical.{eps}.{b}", "kind": "numeric", "lo": lo, "hi": hi,
+                        "epsilon": eps, "mechanism": "hierarchical"})
         for mech in ("cms", "hcms"):
             for d in (2, 4, 37, 1024) if eps == 1.0 else (4, 37):
                 out.append({"name": f"c.{mech}.{d}.{eps}", "kind": "categorical",
@@ -190,7 +196,8 @@ def mechanism_cases() -> list[dict[str, Any]]:
 #: checks 10^6 reports against (values off the grid, so the rounding is exercised).
 CHANNELS = (("n.piecewise.1.0.0.0", 30.7), ("n.piecewise.1.0.0.1", 90.3),
             ("n.hybrid.1.0.0.0", 17.2), ("n.square_wave.1.0.0", 30.7),
-            ("n.square_wave.3.0.1", -1.2))
+            ("n.square_wave.3.0.1", -1.2), ("n.hierarchical.0.5.0", 30.7),
+            ("n.hierarchical.3.0.1", -1.2))
 
 
 def channel_cases() -> list[dict[str, Any]]:
@@ -264,6 +271,51 @@ def token_cases() -> dict[str, Any]:
     return {"rfc9474_a3": rfc, "key": key.to_json(), "cases": cases, "sha384": sha384}
 
 
+#: The default lifetime budget (issue 34, item 6): spec versions of one memoised name
+#: (version, eps, eps_inf), each changing the parameters, and a device's records
+#: (version, value, lifetime budget: None the default, "inf" none; the multiple).
+LIFETIME_VERSIONS = ((1, 0.5, 1.0), (2, 0.45, 0.9), (3, 0.4, 0.8), (4, 0.35, 0.7),
+                     (5, 1.0, 8.0), (6, 0.3, 0.6))
+LIFETIME_RECORDS: tuple[tuple[int, str, float | str | None, float], ...] = (
+    (1, "pro", None, 4), (1, "pro", None, 4), (2, "pro", None, 4), (3, "pro", None, 4),
+    (4, "pro", None, 4), (4, "team", None, 4), (5, "pro", None, 4), (6, "pro", None, 4),
+    (6, "team", None, 4), (6, "team", "inf", 4), (6, "basic", 5.5, 4), (6, "free", None, 6.5))
+
+
+def lifetime_cases() -> dict[str, Any]:
+    """The records of ``LIFETIME_RECORDS`` (one a day) as the ledger's asks, with the
+    Python ledger's answers (status, epoch, lifetime spent after), and
+    ``lifetime_cap`` (multiple x first draw, rounded down) bit for bit."""
+    specs = {v: MetricSpec.from_json({
+        "name": "plan", "kind": "categorical", "domain": ["free", "basic", "pro", "team"],
+        "mechanism": "grr", "version": v, "epsilon": eps, "longitudinal": {"epsilon_inf": inf}})
+        for v, eps, inf in LIFETIME_VERSIONS}
+    device, ledger = DeviceState(SECRETS[0], MemoryLedger()), MemoryLedger()
+    steps = []
+    for day, (version, value, budget, multiple) in enumerate(LIFETIME_RECORDS):
+        spec = specs[version]
+        m = spec.build()
+        fingerprint = mechanism_fingerprint(spec)
+        point = m.memo_key(spec.index_of(value), SECRETS[0],  # type: ignore[attr-defined]
+                           memo_context(spec, fingerprint))
+        ask = Ask(spec.name, spec.version, fingerprint, spec.epoch_seconds,
+                  1_800_000_000.0 + day * 86400, m.epsilon, m.epsilon,
+                  device.value_key(spec.name, fingerprint, point), spec.epsilon_inf or 0.0,
+                  float(budget) if isinstance(budget, str) else budget, multiple)
+        made = ledger.charge(ask, lambda epoch: epoch)
+        status = made.status if isinstance(made, Refusal) else "queued"
+        spent = sum(t for _, _, t, _ in ledger.spend().lifetime)
+        steps.append({"ask": {**ask._asdict(), "lifetime_budget": budget}, "status": status,
+                      "epoch": made.epoch if isinstance(made, Refusal) else made,
+                      "spent": spent})
+    caps = [[k, first, lifetime_cap(Ask("m", 1, "", 1, 0.0, 0.0, 0.0, None, first, None, k),
+                                    first)]
+            for k, first in ((4, 1.0), (4, 0.7), (3, 0.1), (7, 0.9), (4.5, 1.1), (3, 1 / 3),
+                             (1, 8.0), (6.5, 0.35))]
+    return {"specs": [specs[v].to_json() for v, _, _ in LIFETIME_VERSIONS], "secret":
+            SECRETS[0].hex(), "steps": steps, "caps": caps}
+
+
 def main() -> None:
     floats = [1.0, 0.1, 1e-5, 1e-4, 123456789.0, 1e16, 1e15 + 0.5, 2.5e-300, 5e-324, -0.0, 0.0,
               -3.5, 1e17, 0.9999999983489763, 1 / 3, 2**53 + 0.0, 1.7976931348623157e308]
@@ -300,6 +352,7 @@ def main() -> None:
         "offsets": offsets,
         "batch": {"rows": [list(r) for r in rows], "json": batch},
         "blind_rsa": token_cases(),
+        "lifetime": lifetime_cases(),
     }
     json.dump(vectors, sys.stdout, indent=None, separators=(",", ":"), ensure_ascii=True)
     sys.stdout.write("\n")

@@ -21,7 +21,7 @@
  *   const client = await Client.open({ url: "https://collector.example", apiKey: "…", store });
  *   await client.record("app.theme", "dark");   // { status: "queued", ok: true }
  */
-import { Ledger, type Ask, type Charge } from "./ledger.js";
+import { checkLifetime, LIFETIME_MULTIPLE, Ledger, lifetimeCap, type Ask, type Charge } from "./ledger.js";
 import { buildMechanism, FormNotLoaded, isTwoLevel, type Mechanism, type Spec, type Value } from "./mechanisms.js";
 import { memoContext, mechanismFingerprint, valueKey } from "./context.js";
 import { SystemRng } from "./rng.js";
@@ -48,8 +48,18 @@ export interface ClientOptions {
   metrics?: Spec[] | Bundle;
   /** Key ids (SHA-256 hex) of the token issuer keys the app accepts; none pinned: any, warned. */
   issuerKeys?: string[];
+  /**
+   * For an issuer that knows devices by the app's accounts (``LDP_DEVICE_AUTH=jwt``): the
+   * app's current login token (a JWT), sent with token requests only.  Throwing or giving
+   * none is counted (``configErrors.device_token_unavailable``) and retried later; a token
+   * the issuer refuses, ``configErrors.device_token_refused``; the reports wait either way.
+   */
+  deviceToken?: () => string | null | undefined | Promise<string | null | undefined>;
   budgets?: Record<string, number>;
+  /** Lifetime epsilon cap of chosen memoised names (``Infinity``: none); default below. */
   lifetimeBudgets?: Record<string, number>;
+  /** Default lifetime cap of a memoised name: this x the epsilon_inf of its first draw (4, >= 1). */
+  lifetimeMultiple?: number;
   batchSize?: number;
   /** Seconds between background deliveries (0: only on flush). */
   interval?: number;
@@ -67,8 +77,12 @@ export interface ClientOptions {
   strict?: boolean;
   /** Compress batches (Content-Encoding: gzip) where CompressionStream exists (default true). */
   gzip?: boolean;
-  /** Also fetch the next epoch's token of each metric (default true). */
-  tokensAhead?: boolean;
+  /** Report tokens kept for the next k epochs, topped up at a random moment of each epoch
+   * (true, the default: 2; false: only what is sent, no hold; ``stock.ts``). */
+  tokensAhead?: boolean | number;
+  /** Seconds: after a token request, reports wait a random [delay, 2 delay) before they
+   * leave, except the install's first epoch (default 600). */
+  tokenDelay?: number;
   logger?: Logger;
 }
 
@@ -86,9 +100,18 @@ interface Known { spec: Spec; m: Mechanism; fingerprint: string; context: string
 
 const PERIOD = { hour: 3600, day: 86400 } as const;
 const RETRYABLE = new Set([408, 425, 429]);
-const HOLD_MAX = 100, HOLD_MS = 60_000;
+const HOLD_MAX = 100, HOLD_MS = 60_000, HOLD_WAIT_MS = 2000;
 
-type Options = Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys">>;
+/** What ``close()`` left: reports spooled for the next run, values held and lost now. */
+export interface CloseResult { queued: number; lost: number }
+
+/** Resolves when ``p`` settles or after ``ms`` (its timer then cleared), whichever is first. */
+const within = (p: Promise<unknown>, ms: number): Promise<void> => new Promise((done) => {
+  const t = setTimeout(done, Math.max(0, ms));
+  void p.finally(() => { clearTimeout(t); done(); });
+});
+
+type Options = Required<Omit<ClientOptions, "store" | "metrics" | "fetch" | "logger" | "fetchMetrics" | "issuerKeys" | "deviceToken">>;
 
 export class Client {
   readonly #o: Options;
@@ -108,6 +131,10 @@ export class Client {
   /** Metrics whose mechanism form is not registered (``forms.ts``): their records are refused. */
   readonly #unloaded = new Set<string>();
   #fetched = false;
+  /** The catalog fetch under way (``refreshMetrics``), then its held values recorded. */
+  #refresh: Promise<boolean> | null = null;
+  /** A record of a metric not known yet waits (once, bounded) for the first catalog fetch. */
+  #first: Promise<void> = Promise.resolve();
   #pending: Row[] = [];
   readonly #inflight = new Set<string>();
   #held: { name: string; value: unknown; at: number }[] = [];
@@ -128,9 +155,9 @@ export class Client {
     configErrors: {} as Record<string, number> };
 
   private constructor(opts: ClientOptions) {
-    const o: Record<string, unknown> = { budgets: {}, lifetimeBudgets: {}, batchSize: 100, interval: 30, backoffBase: 0.5,
+    const o: Record<string, unknown> = { budgets: {}, lifetimeBudgets: {}, lifetimeMultiple: LIFETIME_MULTIPLE, batchSize: 100, interval: 30, backoffBase: 0.5,
       backoffMax: 60, retryAfterMax: 300, requestTimeout: 10, clock: () => Date.now() / 1000, keepalive: false,
-      strict: false, gzip: true, tokensAhead: true };
+      strict: false, gzip: true, tokensAhead: true, tokenDelay: 600 };
     // Like ``opts.x ?? default`` for each option (the others ride along unused).
     for (const [k, v] of Object.entries(opts)) if (v != null) o[k] = v;
     this.#o = { ...o, url: opts.url.replace(/\/+$/, "") } as Options;
@@ -140,11 +167,33 @@ export class Client {
     if (!/^https:\/\//.test(this.#o.url) && !/^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:|\/|$)/.test(this.#o.url)) {
       throw new ConfigError(`collector url must be https (or http on loopback), got ${opts.url}`);
     }
+    checkLifetime(this.#o.lifetimeBudgets, this.#o.lifetimeMultiple);
+    const ahead = this.#o.tokensAhead, delay = this.#o.tokenDelay;
+    if (typeof ahead !== "boolean" && !(Number.isInteger(ahead) && ahead >= 2 && ahead <= 1000)) {
+      throw new ConfigError(`tokensAhead must be true, false or an integer in [2, 1000], got ${ahead}`);
+    }
+    if (!(typeof delay === "number" && Number.isFinite(delay) && delay >= 0)) throw new ConfigError(`tokenDelay must be a finite number >= 0, got ${delay}`);
     // [x].flat(): a lone string or object in issuer_keys is checked as one (bad) pin.
     this.#pins = issuerPins([...opts.issuerKeys ?? [], ...[bundle(opts).issuer_keys ?? []].flat()]);
     this.#stock = new TokenStock(this.#store, (m, p, b, h) => this.#call(m, p, b, h), () => this.#install,
       this.#o.tokensAhead, (period) => Math.floor(this.#o.clock() / ((PERIOD as Record<string, number>)[period] ?? 86400)),
-      (id) => this.#allowKey(id), (metric) => this.#specs.get(metric)?.spec.epoch ?? null);
+      (id) => this.#allowKey(id), (metric) => this.#specs.get(metric)?.spec.epoch ?? null,
+      opts.deviceToken ? () => this.#loginToken(opts.deviceToken!) : null,
+      { delay: this.#o.tokenDelay, clock: this.#o.clock });
+  }
+
+  /** The app's login token, or a rejection (counted, warned once): never a throw at the app. */
+  async #loginToken(app: NonNullable<ClientOptions["deviceToken"]>): Promise<string> {
+    let why = "gave no token";
+    try {
+      const token = (await app())?.trim();
+      if (token && /^[\x21-\x7e]+$/.test(token)) return token;
+    } catch (e) {
+      why = `threw ${(e as Error)?.name ?? "error"}`;
+    }
+    bump(this.counters.configErrors, "device_token_unavailable");
+    this.#warnOnce("device_token", `deviceToken ${why}: no token request now, reports kept`);
+    throw new Error(`deviceToken ${why}`);
   }
 
   /**
@@ -170,10 +219,14 @@ export class Client {
       if (e instanceof ConfigError) throw e;
       c.#unopened = !(e instanceof StaleState);
     }
-    if (opts.fetchMetrics ?? true) void c.refreshMetrics();
+    if (opts.fetchMetrics ?? true) c.#first = within(c.refreshMetrics(), HOLD_WAIT_MS);
     else c.#fetched = true;
     if (c.#o.interval > 0) {
-      c.#timer = setInterval(() => { if (c.#pending.length) void c.deliver(); }, c.#o.interval * 1000);
+      c.#timer = setInterval(() => {
+        if (c.#pending.length) void c.deliver();
+        else if (c.#stock.due()) void c.#topUp();   // the token top-up, at its own moment
+        if (c.#held.length) void c.refreshMetrics();   // the catalog failed: try again
+      }, c.#o.interval * 1000);
       (c.#timer as { unref?: () => void }).unref?.();
     }
     return c;
@@ -314,13 +367,18 @@ export class Client {
       await this.#reload(true);   // throws while the store does not open: storage_error
       this.#unopened = false;
     }
+    // The first run: the catalog fetch started at open usually answers within a moment.
+    if (!this.#fetched && !this.#specs.has(name)) await this.#first;
     if (this.#optedOutNow) return this.#refuse("opted_out");
     if (this.#conflicts.has(name)) return this.#refuse("spec_conflict");
     if (this.#unloaded.has(name)) return this.#refuse("form_not_loaded");
     const k = this.#specs.get(name);
     if (!k) {
+      this.#expire();
       if (!this.#fetched && this.#held.length < HOLD_MAX) {
-        // Before the first catalog fetch: held in memory only (never on disk), bounded.
+        // No catalog yet (the collector is slow or down): held in memory only (never on
+        // disk), bounded; recorded when it arrives, counted and logged if it never does.
+        if (!this.#held.length) this.#log.info?.(`[ldp-telemetry] metric specs not fetched from ${this.#o.url} yet: values held in memory`);
         this.#held.push({ name, value, at: Date.now() });
         return { status: "held", ok: true };
       }
@@ -348,6 +406,7 @@ export class Client {
         now: this.#o.clock(), charge: m.epsilon, budget: this.#o.budgets[s.name] ?? m.epsilon,
         valueKey: memo ? valueKey(this.#secret, s.name, k.fingerprint, memo.key, memo.numeric) : null,
         epsilonInf: two ? m.epsilonInf : 0, lifetimeBudget: this.#o.lifetimeBudgets[s.name] ?? null,
+        lifetimeMultiple: this.#o.lifetimeMultiple,
       };
       const charge = this.#ledger.decide(ask);
       if ("status" in charge) return this.#refuse(charge.status, charge.epoch ?? undefined);
@@ -380,8 +439,40 @@ export class Client {
     return this.#pending.length;
   }
 
-  /** GET /v1/metrics; true if the catalog was updated.  Held values are then recorded. */
-  async refreshMetrics(): Promise<boolean> {
+  /** Values held before the catalog arrived (``record`` answered "held"), not yet recorded. */
+  get held(): number {
+    return this.#held.length;
+  }
+
+  /** Count and log ``n`` held values that will never be recorded, as ``refused[code]``. */
+  #lose(code: string, n: number): void {
+    if (!n) return;
+    bump(this.counters.refused, code, n);
+    this.#say(`${n} held value(s) lost, metric specs not fetched from ${this.#o.url}: counted in counters.refused.${code}`);
+  }
+
+  /** Drop held values older than HOLD_MS (``hold_expired``). */
+  #expire(): void {
+    const now = Date.now(), live = this.#held.filter((h) => now - h.at <= HOLD_MS);
+    this.#lose("hold_expired", this.#held.length - live.length);
+    this.#held = live;
+  }
+
+  /** GET /v1/metrics (one at a time); true if the catalog was updated.  Held values are
+   * then recorded before it resolves. */
+  refreshMetrics(): Promise<boolean> {
+    return this.#refresh ??= this.#fetchCatalog().then(async (ok) => {
+      this.#expire();
+      if (this.#fetched) {
+        const held = this.#held;
+        this.#held = [];
+        await Promise.all(held.map((h) => this.record(h.name, h.value).catch(() => this.#refuse("invalid_value"))));
+      }
+      return ok;
+    }).finally(() => { this.#refresh = null; });
+  }
+
+  async #fetchCatalog(): Promise<boolean> {
     let ok = false;
     try {
       const r = await this.#call("GET", "/v1/metrics");
@@ -397,13 +488,6 @@ export class Client {
       }
     } catch (e) {
       this.#log.info?.(`[ldp-telemetry] metric specs not fetched (${(e as Error)?.name})`);
-    }
-    const held = this.#held;
-    this.#held = [];
-    const now = Date.now();
-    for (const h of held) {
-      if (now - h.at <= HOLD_MS) await this.record(h.name, h.value);
-      else this.#refuse("unknown_metric");
     }
     return ok;
   }
@@ -430,7 +514,11 @@ export class Client {
   async #call(method: string, path: string, body?: string | Uint8Array,
     extra: Record<string, string> = {}): Promise<Answer> {
     const a = await this.#request(method, path, body, extra);
-    if (a.status === 401 || a.status === 403) {
+    if (a.status === 401 && "LDP-Device-Token" in extra && problemCode(a.body) === "invalid_device") {
+      // The app's login token (expired, signed out ...), not the key: kept, retried.
+      bump(this.counters.configErrors, "device_token_refused");
+      this.#warnOnce("device_token_refused", `${this.#o.url}${path}: the device token (the app's login token) was refused; reports kept, retried`);
+    } else if ((a.status === 401 || a.status === 403) && problemCode(a.body) !== "install_unregistered") {
       const reason = `${a.status} ${problemCode(a.body) ?? "refused"}`;
       bump(this.counters.configErrors, "invalid_key");
       if (this.#keyRejected !== reason) {
@@ -443,11 +531,18 @@ export class Client {
     return a;
   }
 
-  /** Deliver what is spooled; true when nothing is left (bounded by ``timeout`` seconds;
-   * false at once when a newer SDK version took the store: that one delivers). */
+  /** Deliver what is spooled, and what is held once the specs arrive (fetched again
+   * meanwhile); true when nothing is left (bounded by ``timeout`` seconds; false at once
+   * when a newer SDK version took the store: that one delivers). */
   async flush(timeout = 10): Promise<boolean> {
-    await this.#lock;
     const deadline = Date.now() + timeout * 1000;
+    while (this.#held.length && Date.now() < deadline) {
+      await within(this.refreshMetrics(), deadline - Date.now());
+      // Not fetched (the collector is down): pause, then try again.
+      if (this.#held.length) await within(new Promise(() => undefined), Math.min(500, deadline - Date.now()));
+    }
+    await this.#lock;
+    if (!this.#pending.length && this.#stock.due()) await this.#topUp();
     while (this.#pending.length && Date.now() < deadline && !this.#store.retired) {
       const wait = this.#backoffUntil - Date.now();
       if (wait > 0) {
@@ -455,8 +550,28 @@ export class Client {
         await new Promise((r) => setTimeout(r, wait));
       }
       await this.deliver();
+      if (this.#stock.heldFor() > 0) break;   // held after a token request: a later flush sends
     }
-    return this.#pending.length === 0;
+    return !this.#pending.length && !this.#held.length;
+  }
+
+  /** The token stock's top-up, sending nothing (``stock.ts``); a failure backs off. */
+  #topUp(): Promise<boolean> {
+    if (this.#sending || this.#store.retired || this.#optedOutNow || Date.now() < this.#backoffUntil) {
+      return this.#sending ?? Promise.resolve(false);
+    }
+    this.#sending = this.#stock.topUp().then(() => {
+      if (this.#stock.failed) this.#retry(null);
+      return false;
+    }).catch(async (e) => {
+      if (e instanceof StaleState) await this.#serial(() => this.#reload(true)).catch(() => undefined);   // another tab's stock
+      else {
+        this.#say(`token top-up stopped: ${(e as Error)?.name ?? "error"}; will retry`);
+        this.#retry(null);
+      }
+      return false;
+    }).finally(() => { this.#sending = null; });
+    return this.#sending;
   }
 
   /** One delivery pass (one batch at a time, until empty or a retry is scheduled). */
@@ -494,7 +609,7 @@ export class Client {
       const free = this.#pending.filter((r) => !this.#inflight.has(r.reportId));
       const waiting = free.filter((r) => !r.token);
       if (waiting.length) {
-        const drop = await this.#stock.ready(waiting);
+        const drop = await this.#stock.ready(waiting, free.some((r) => r.token));
         if (this.#stock.progress) this.#attempt = 0;
         for (const [code, rows] of drop) await this.#dropUnsent(code, rows);
       }
@@ -502,6 +617,7 @@ export class Client {
       const batch = free.filter((r) => r.token && live.has(r)).slice(0, Math.min(this.#sendLimit, this.#o.batchSize * 10));
       if (!batch.length) {
         if (!free.some((r) => !r.token && live.has(r))) break;
+        if (!this.#stock.failed && this.#stock.heldFor() > 0) return false;   // held, not failed
         // Reports wait for tokens: back off (Retry-After of a 429/503 honoured).
         const f = this.#stock.failed;
         if (f && !("status" in f)) this.#log.info?.(`[ldp-telemetry] tokens not fetched from ${this.#o.url} (${f.name}); will retry`);
@@ -610,15 +726,18 @@ export class Client {
     return "retry";
   }
 
-  /** Epsilon spent per unit (metric name, epoch) and per memoised lifetime (kept across opt-out). */
-  privacyReport(): { units: UnitSpend[]; lifetime: { metric: string; spent: number; values: number }[] } {
+  /** Epsilon spent per unit (metric name, epoch) and per memoised lifetime (kept across opt-out),
+   * with its cap (``budget``: the app's, else ``lifetimeMultiple`` x the first draw's epsilon_inf). */
+  privacyReport(): { units: UnitSpend[]; lifetime: { metric: string; spent: number; values: number; budget: number }[] } {
     const s = this.#ledger.state;
     const units = Object.entries(s.budget).map(([key, [spent, reports]]) => {
       const at = key.lastIndexOf("|");
       return { metric: key.slice(0, at), epoch: Number(key.slice(at + 1)), spent, reports };
     });
     const lifetime = Object.entries(s.lifetime).map(([metric, drawn]) => ({
-      metric, spent: Object.values(drawn).reduce((a, b) => a + b, 0), values: Object.keys(drawn).length }));
+      metric, spent: Object.values(drawn).reduce((a, b) => a + b, 0), values: Object.keys(drawn).length,
+      budget: lifetimeCap({ lifetimeBudget: this.#o.lifetimeBudgets[metric] ?? null, lifetimeMultiple: this.#o.lifetimeMultiple,
+        epsilonInf: 0 }, s.first?.[metric]) }));
     return { units, lifetime };
   }
 
@@ -635,6 +754,7 @@ export class Client {
   async optOut(): Promise<void> {
     if (this.#optedOutNow) return;
     this.#optedOutNow = true;
+    bump(this.counters.refused, "opted_out", this.#held.length);
     this.#held = [];
     await this.#lock;
     await this.#sending;
@@ -659,11 +779,20 @@ export class Client {
     this.#optedOutNow = false;
   }
 
-  /** Stop the timer and refuse further records (spooled reports stay for the next run). */
-  close(): void {
+  /**
+   * Stop the timer and refuse further records.  Spooled reports stay for the next run
+   * (``queued``); values still held (the specs never arrived) are lost: counted in
+   * ``counters.refused.hold_dropped``, logged, and answered as ``lost``.
+   * Call ``await flush()`` first to deliver them.
+   */
+  close(): CloseResult {
     this.#closed = true;
+    const lost = this.#held.length;
+    this.#held = [];
+    this.#lose("hold_dropped", lost);
     if (this.#timer) clearInterval(this.#timer);
     this.#store.close?.();
+    return { queued: this.#pending.length, lost };
   }
 }
 

@@ -11,6 +11,9 @@
  *   bucket per report.
  * - ``cms`` / ``hcms``: Apple's count-mean sketches over the projective family
  *   (``ldp_core.mechanisms.sketch``).
+ * - ``hierarchical``: the hierarchical histogram of a numeric metric
+ *   (``ldp_core.mechanisms.hierarchical``): the value rounded at random to the
+ *   B**h grid points, a uniform level, that level's GRR or Hadamard response.
  *
  * Every parameter is read from the spec's ``params`` (``describe()``); the
  * keep threshold is ``params.keep``, else ``p_star`` * 2**32 (exact: the
@@ -27,7 +30,7 @@
  */
 import { alphabet, symbols } from "./alphabet.js";
 import { shake256 } from "./keccak.js";
-import { base64url, grrStep, int, intEncode, olhHash, olhLength, permanentSeed, registerForm, type Family, type Form } from "./mechanisms.js";
+import { base64url, family, grrStep, int, intEncode, olhHash, olhLength, permanentSeed, registerForm, roundInput, type Family, type Form } from "./mechanisms.js";
 
 /** A form and the mechanism name it builds. */
 export type NamedForm = readonly [string, Form];
@@ -159,12 +162,45 @@ export const hcms: NamedForm = ["hcms", (p, d) => {
   return family;
 }];
 
+/**
+ * Hierarchical histogram (Python ``HierarchicalHistogram._perturb``, draw for draw): grid
+ * point j of the k + 1 = B**h (j + 1 iff a word < the rounding threshold), a level l
+ * uniform in [0, h), then that level's oracle (``params.levels[l]``: the core's GRR or
+ * Hadamard response with its own ``keep``) of j's node there, j // B**(h - 1 - l),
+ * shifted by the level's first cell ``offsets[l]``.  A report is one integer cell.
+ */
+export const hierarchical: NamedForm = ["hierarchical", (p, _d, lo, hi) => {
+  const name = "hierarchical", b = int(p, "branching", name), depth = int(p, "depth", name);
+  const levels = p.levels as Record<string, unknown>[], offsets = p.offsets as number[];
+  const bad = (what: string, got: unknown): Error => new Error(`${name} needs ${what}, got ${JSON.stringify(got)}`);
+  if (b < 2 || depth < 1 || b ** depth > 1024) throw bad("branching >= 2 and at most 1024 leaves", [b, depth]);
+  if (!Array.isArray(levels) || levels.length !== depth || !Array.isArray(offsets) || offsets.length !== depth + 1
+    || offsets.some((o) => !Number.isSafeInteger(o)) || offsets[0] !== 0 || offsets[depth] !== int(p, "num_counters", name)) {
+    throw bad(`${depth} levels and ${depth + 1} integer offsets from 0 to num_counters`, { levels: levels?.length, offsets });
+  }
+  const oracles = levels.map((level, l) => {
+    const nodes = int(level, "domain_size", name), kind = level.mechanism;
+    if (nodes !== b ** (l + 1) || (kind !== "grr" && kind !== "hadamard")
+      || offsets[l + 1] - offsets[l] !== int(level, "num_counters", name)) {
+      throw bad(`level ${l}: grr or hadamard over ${b ** (l + 1)} nodes, ${offsets[l + 1] - offsets[l]} cells`, level);
+    }
+    return family(kind, level, "", nodes, 0, 1);
+  });
+  const k = b ** depth - 1;
+  const perturb = (x: number, rng: Rng): number => {
+    const [j, up] = roundInput(x, lo, hi, k);
+    const point = j + (rng.getrandbits(32) < up ? 1 : 0), l = rng.randrange(depth);
+    return offsets[l] + (oracles[l].perturb(Math.floor(point / b ** (depth - 1 - l)), rng) as number);
+  };
+  return { perturb, encode: intEncode } satisfies Family;
+}];
+
 /** Register forms for every Client opened afterwards; only the forms named here are bundled. */
 export function registerForms(...forms: NamedForm[]): void {
   for (const [name, form] of forms) registerForm(name, form);
 }
 
-/** Register every form of this module (``registerForms(prefixOlh, prefixOlhMemo, cms, hcms)``). */
+/** Register every form of this module (``registerForms(prefixOlh, prefixOlhMemo, cms, hcms, hierarchical)``). */
 export function registerAllForms(): void {
-  registerForms(prefixOlh, prefixOlhMemo, cms, hcms);
+  registerForms(prefixOlh, prefixOlhMemo, cms, hcms, hierarchical);
 }

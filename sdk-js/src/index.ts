@@ -1,5 +1,5 @@
 /** @ldp-telemetry/sdk: local differential privacy telemetry for browsers and Node 20+. */
-export { Client, InvalidValueError, retryAfterSeconds, type Bundle, type ClientOptions, type Logger, type RecordResult, type Status } from "./client.js";
+export { Client, InvalidValueError, retryAfterSeconds, type Bundle, type ClientOptions, type CloseResult, type Logger, type RecordResult, type Status } from "./client.js";
 export { ConfigError } from "./pins.js";
 export { TokenStock, type TokenEntry } from "./stock.js";
 export { prepare, wireToken, keyFromJson, TokenError, type PublicKey, type PendingToken } from "./tokens.js";

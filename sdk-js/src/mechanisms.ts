@@ -5,7 +5,7 @@
  * never recomputed from epsilon, and every draw mirrors the Python ``_perturb``
  * / ``_instant`` of the same family, draw for draw: fed the same HMAC_DRBG both
  * produce the same report (checked by the shared vectors).  The forms that need
- * code of their own (``prefix_olh``, ``cms``, ``hcms``) are registered from
+ * code of their own (``prefix_olh``, ``cms``, ``hcms``, ``hierarchical``) are registered from
  * ``forms.ts`` (``@ldp-telemetry/sdk/forms``; a two-level form under
  * "permanent_<name>"); without it their specs throw ``FormNotLoaded``, which
  * the Client turns into one log line and a status.
@@ -175,7 +175,7 @@ function piecewise(g: Grid, x: number, lo: number, hi: number, rng: Rng): number
 }
 
 /** Reads a family's thresholds from params under ``prefix`` ("" or "permanent_"). */
-function family(name: string, p: Record<string, unknown>, pre: string, d: number, lo: number, hi: number): Family {
+export function family(name: string, p: Record<string, unknown>, pre: string, d: number, lo: number, hi: number): Family {
   const at = (k: string) => int(p, pre + k, name);
   const flipBit = (perm: Report, keep: number, rng: Rng): Report =>
     (perm as number) ^ (rng.getrandbits(32) >= keep ? 1 : 0);
@@ -327,7 +327,7 @@ export type Form = (p: Record<string, unknown>, d: number, lo: number, hi: numbe
 
 const FORMS = new Map<string, Form>();
 /** The forms ``@ldp-telemetry/sdk/forms`` adds, by mechanism name -> its export. */
-const OPTIONAL: Record<string, string> = { prefix_olh: "prefixOlh", permanent_prefix_olh: "prefixOlhMemo", cms: "cms", hcms: "hcms" };
+const OPTIONAL: Record<string, string> = { prefix_olh: "prefixOlh", permanent_prefix_olh: "prefixOlhMemo", cms: "cms", hcms: "hcms", hierarchical: "hierarchical" };
 
 /** A spec needs a form this build has not registered; the message names the import that adds it. */
 export class FormNotLoaded extends Error {

@@ -68,10 +68,12 @@ export function pyJsonValue(value: unknown, float: boolean): string {
     return String(value);
   }
   if (Array.isArray(value)) return "[" + value.map((v) => pyJsonValue(v, float)).join(",") + "]";
+  // A nested object (the hierarchy's ``levels``): its keys sorted too, as ``sort_keys``.
+  if (typeof value === "object") return canonicalJson(value as Record<string, unknown>);
   throw new TypeError(`cannot write ${typeof value} as canonical JSON`);
 }
 
-/** ``json.dumps(obj, sort_keys=True, separators=(",", ":"))`` of a flat object. */
+/** ``json.dumps(obj, sort_keys=True, separators=(",", ":"))`` of an object (nested ones too). */
 export function canonicalJson(obj: Record<string, unknown>): string {
   const keys = Object.keys(obj).sort();
   return "{" + keys.map((k) => pyJsonString(k) + ":" + pyJsonValue(obj[k], FLOAT_KEYS.has(k))).join(",") + "}";

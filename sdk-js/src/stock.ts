@@ -10,15 +10,27 @@
  *    metric version of that period and epoch (the collector spends it once per
  *    metric; a second report of a metric version is dropped as ``token_limit``
  *    before it leaves) and stays in the stock while its epoch can get reports;
- * 2. for units still without one, asks the issuer (``POST /v1/tokens``,
- *    ``LDP-Install-Key`` = base64url(HMAC-SHA256(secret, "ldp-install-key-v1"))),
- *    and also for the next epoch of each such period, so a report's token is
- *    usually fetched an epoch before it is spent and offline epochs have one;
+ * 2. keeps tokens for the next ``ahead`` epochs (k, default 2) of each period,
+ *    topped up at a moment drawn (CSPRNG) uniformly within each epoch and kept
+ *    in the store (a ``Schedule`` entry per period, ``"next:" + period``), so a
+ *    restart does not redraw it; put off by [delay, 2 delay) while a report is
+ *    ready to leave (``ready(rows, sending)``), so it never rides along with a send;
+ * 3. after any token request, holds the reports for a random [delay, 2 delay)
+ *    (``heldFor``): a report batch never follows the install's token request
+ *    within ``delay`` seconds, except the install's first epoch (the earliest
+ *    unit its very first request was for: first-run delivery stays at once);
+ *    for units still without one (a new install, offline longer than k epochs)
+ *    asks the issuer at once (``POST /v1/tokens``, ``LDP-Install-Key`` =
+ *    base64url(HMAC-SHA256(secret, "ldp-install-key-v1"))), with the k ahead;
  * 3. stores each blinded request (nonce, blinded message, inverse) *before*
  *    sending it: a lost answer is asked again with the same blinded message,
  *    which the issuer signs again (a new one would be ``token_limit``);
  * 4. deletes stock of epochs before ``firstEpoch(period)`` (the clock's epoch:
  *    no new report can have an earlier one) once no report waits for it.
+ *
+ * With ``deviceToken`` (an issuer that knows devices by account, ``LDP_DEVICE_AUTH=jwt``)
+ * each ``POST /v1/tokens`` also carries ``LDP-Device-Token``: the app's login token, never
+ * sent with anything else; when it rejects (no token now) nothing is asked, the reports wait.
  *
  * The issuer's key is used only if ``allow(keyId)`` (the app's pins, ``pins.ts``):
  * otherwise no token is asked or spent with it, the reports wait and the key is
@@ -31,8 +43,9 @@
  * @example
  *   const { drop } = await stock.ready(waitingRows);   // drop: Map<code, Row[]>
  */
+import { registerInstall } from "./register.js";
 import { StaleState, type Store } from "./store.js";
-import { keyFromJson, prepare, TokenError, unb64url, b64url, wireToken, type PublicKey } from "./tokens.js";
+import { keyFromJson, prepare, randomBytes, TokenError, unb64url, b64url, wireToken, type PublicKey } from "./tokens.js";
 import { fromHex, toHex } from "./sha256.js";
 import type { Row } from "./wire.js";
 
@@ -49,6 +62,37 @@ export interface TokenEntry {
   token: string | null;
   /** "name:version" of each metric version whose report holds the token (one each). */
   given?: string[];
+  /** A ``Schedule`` entry only (period "next:day", epoch 0, token ""). */
+  schedule?: Schedule;
+}
+
+/** The top-up of one period, kept with the tokens: clock seconds. */
+export interface Schedule {
+  /** The next top-up moment (drawn within an epoch). */
+  due: number;
+  /** Reports wait until then (the last token request + [delay, 2 delay)). */
+  hold: number;
+  /** The epoch sent at once (the install's first request), or -1. */
+  first: number;
+}
+
+/** Seconds of an epoch of each period. */
+const EPOCH_SECONDS: Record<string, number> = { hour: 3600, day: 86400 };
+const NEXT = "next:";
+/** Whether an entry is a ``Schedule`` rather than a token. */
+export const isSchedule = (t: TokenEntry): boolean => t.period.startsWith(NEXT);
+
+/** A float in [0, 1) from the platform CSPRNG (53 bits). */
+export function uniform(): number {
+  const b = randomBytes(7);
+  let x = 0;
+  for (let i = 0; i < 7; i++) x = x * 256 + b[i];
+  return Math.floor(x / 8) / 2 ** 53;
+}
+
+/** A moment (clock seconds) drawn uniformly within ``epoch`` of ``period``. */
+export function drawInEpoch(period: string, epoch: number): number {
+  return (epoch + uniform()) * EPOCH_SECONDS[period];
 }
 
 export interface Answer { status: number; body: string; retryAfter: string | null }
@@ -105,46 +149,82 @@ export class TokenStock {
   readonly #store: Store;
   readonly #http: Http;
   readonly #install: () => string;
-  readonly #ahead: boolean;
+  readonly #ahead: number;
+  readonly #delay: number;
+  readonly #clock: () => number;
+  #heldUntil = Infinity;
   readonly #firstEpoch: (period: string) => number | null;
   readonly #allow: (keyId: string) => boolean;
   readonly #periodOf: (metric: string) => string | null;
+  readonly #deviceToken: (() => Promise<string>) | null;
 
   constructor(
     store: Store,
     http: Http,
     install: () => string,
-    /** Also ask for the next epoch of each period. */
-    ahead = true,
+    /** Tokens kept for the next k epochs (true: 2; false, 0: only what is sent, no hold). */
+    ahead: boolean | number = true,
     /** The first epoch a new report of ``period`` can have (older stock is dead). */
     firstEpoch: (period: string) => number | null = () => null,
     /** Whether the issuer key with this id (hex) may be used (pinned, or no pin). */
     allow: (keyId: string) => boolean = () => true,
     /** The period of a row spooled without one (an older SDK): its metric's, or null. */
     periodOf: (metric: string) => string | null = () => null,
+    /** The app's login token for ``LDP-Device-Token`` (rejects: none now); null: not sent. */
+    deviceToken: (() => Promise<string>) | null = null,
+    /** ``delay``: seconds a report waits after a token request (at least); ``clock``: seconds. */
+    timing: { delay?: number; clock?: () => number } = {},
   ) {
-    this.#store = store; this.#http = http; this.#install = install; this.#ahead = ahead;
+    this.#store = store; this.#http = http; this.#install = install;
+    this.#ahead = ahead === true ? 2 : ahead === false ? 0 : Math.max(0, Math.floor(ahead));
+    this.#delay = timing.delay ?? 600;
+    this.#clock = timing.clock ?? (() => Date.now() / 1000);
     this.#firstEpoch = firstEpoch; this.#allow = allow; this.#periodOf = periodOf;
+    this.#deviceToken = deviceToken;
   }
 
-  /** Stock tokens onto ``waiting`` rows (token ""), fetching missing ones; rows to drop by code. */
-  async ready(waiting: Row[]): Promise<Map<string, Row[]>> {
+  /** Stock tokens onto ``waiting`` rows (token ""), fetching missing ones (and a due top-up
+   * unless ``sending``: reports ready to leave); rows to drop by code. */
+  async ready(waiting: Row[], sending = false): Promise<Map<string, Row[]>> {
     this.failed = null;
     this.progress = false;
     const again: Row[] = [];
-    const out = await this.#ready(waiting, again);
+    const out = await this.#ready(waiting, again, sending);
     const live = new Set(out.get("token_limit") ?? []);
     const extra = again.filter((r) => !live.has(r));
     if (extra.length) out.set("token_limit", [...live, ...extra]);
     return out;
   }
 
-  async #ready(waiting: Row[], again: Row[]): Promise<Map<string, Row[]>> {
+  /** A due top-up only (nothing waits); never rejects but for ``StaleState``. */
+  async topUp(): Promise<void> {
+    this.failed = null;
+    this.progress = false;
+    await this.#ready([], [], false);
+  }
+
+  /** Whether a top-up is due now. */
+  due(): boolean {
+    const now = this.#clock();
+    return this.#ahead > 0 && this.#schedules().some((t) => t.schedule!.due <= now);
+  }
+
+  /** Seconds until reports held after a token request may go (0: none held). */
+  heldFor(): number {
+    return this.#heldUntil === Infinity ? 0 : Math.max(0, this.#heldUntil - this.#clock());
+  }
+
+  #schedules(): TokenEntry[] {
+    return [...this.entries.values()].filter((t) => isSchedule(t) && t.schedule);
+  }
+
+  async #ready(waiting: Row[], again: Row[], sending: boolean): Promise<Map<string, Row[]>> {
     const missing = await this.#assign(waiting, again);
-    if (!missing.size) return new Map();
     const dropped = new Set(again);
     try {
-      return await this.#fetch(missing, waiting.filter((r) => !dropped.has(r)));
+      const topups = await this.#dueTopUps(sending || waiting.some((r) => r.token && !dropped.has(r)));
+      if (!missing.size && !topups.size) return new Map();
+      return await this.#fetch(missing, waiting.filter((r) => !dropped.has(r)), topups);
     } catch (e) {
       if (e instanceof StaleState) throw e;   // another tab changed the stock: the Client reloads
       if (e instanceof Refused) return new Map([[e.code, waiting.filter((r) => !r.token && !dropped.has(r))]]);
@@ -166,6 +246,10 @@ export class TokenStock {
     const changed = new Map<string, TokenEntry>();
     const missing = new Map<string, [string, number]>();
     const needed = new Set<string>();
+    const now = this.#clock();
+    const plans = this.#ahead ? this.#schedules() : [];
+    const hold = Math.max(0, ...plans.map((t) => t.schedule!.hold));
+    this.#heldUntil = Infinity;
     for (const row of waiting) {
       if (row.token) continue;
       const period = this.#period(row);
@@ -175,6 +259,10 @@ export class TokenStock {
       if (!entry?.token) {
         missing.set(u, [period, row.epoch]);
         needed.add(u);
+        continue;
+      }
+      if (now < hold && this.entries.get(unitOf(NEXT + period, 0))?.schedule?.first !== row.epoch) {
+        this.#heldUntil = Math.min(this.#heldUntil, hold);   // waits; never dropped
         continue;
       }
       const use = `${row.metric}:${row.version}`;
@@ -187,7 +275,7 @@ export class TokenStock {
       row.period = period;
       moves.push(row);
     }
-    const dead = [...this.entries.values()].filter((t) => !needed.has(entryKey(t))
+    const dead = [...this.entries.values()].filter((t) => !needed.has(entryKey(t)) && !isSchedule(t)
       && t.epoch < (this.#firstEpoch(t.period) ?? -Infinity));
     if (moves.length || dead.length) {
       try {
@@ -215,17 +303,59 @@ export class TokenStock {
     return this.#key;
   }
 
-  async #fetch(missing: Map<string, [string, number]>, waiting: Row[]): Promise<Map<string, Row[]>> {
+  /** The periods whose top-up moment has come and whose stock lacks one of the next k
+   * epochs; put off by [delay, 2 delay) while reports are ready to leave (``sending``),
+   * redrawn in the next epoch when nothing lacks. */
+  async #dueTopUps(sending: boolean): Promise<Set<string>> {
+    const now = this.#clock(), due = new Set<string>(), put: TokenEntry[] = [];
+    for (const t of this.#ahead ? this.#schedules() : []) {
+      const s = t.schedule!, period = t.period.slice(NEXT.length);
+      if (s.due > now || !(period in EPOCH_SECONDS)) continue;
+      const current = Math.floor(now / EPOCH_SECONDS[period]);
+      const lacks = this.#ahead > [...this.entries.values()].filter((e) => e.period === period && e.token
+        && e.epoch > current && e.epoch <= current + this.#ahead).length;
+      if (lacks && !sending) due.add(period);
+      else put.push({ ...t, schedule: { ...s, due: lacks ? now + this.#delay * (1 + uniform()) : drawInEpoch(period, current + 1) } });
+    }
+    if (put.length) {
+      await this.#store.saveTokens(put, []);
+      for (const t of put) this.entries.set(entryKey(t), t);
+    }
+    return due;
+  }
+
+  /** Before a request goes: hold the reports [delay, 2 delay) and draw the next top-up of
+   * each period asked in the next epoch; the very first request frees the earliest missing
+   * epoch of each period (first-run delivery), a later one none. */
+  async #asking(periods: Set<string>, missing: Map<string, [string, number]>): Promise<void> {
+    const now = this.#clock(), hold = now + this.#delay * (1 + uniform());
+    const known = this.#schedules(), put: TokenEntry[] = known.map((t) => ({ ...t, schedule: { ...t.schedule!, hold } }));
+    for (const period of periods) {
+      const old = this.entries.get(unitOf(NEXT + period, 0))?.schedule;
+      const earliest = Math.min(...[...missing.values()].filter(([p]) => p === period).map(([, e]) => e));
+      const schedule = { due: drawInEpoch(period, Math.floor(now / EPOCH_SECONDS[period]) + 1), hold,
+        first: old?.first ?? (known.length || earliest === Infinity ? -1 : earliest) };
+      const i = put.findIndex((t) => t.period === NEXT + period);
+      const entry: TokenEntry = { period: NEXT + period, epoch: 0, nonce: "", blinded: "", inv: "", token: "", schedule };
+      if (i >= 0) put[i] = entry; else put.push(entry);
+    }
+    await this.#store.saveTokens(put, []);
+    for (const t of put) this.entries.set(entryKey(t), t);
+  }
+
+  async #fetch(missing: Map<string, [string, number]>, waiting: Row[], topups: Set<string>): Promise<Map<string, Row[]>> {
     const key = await this.#publicKey();
     const asked = new Map<string, TokenEntry>();   // unit -> entry asked before (answer lost)
     for (const [u, t] of this.entries) if (t.token === null) asked.set(u, t);
     const wanted = new Map(missing);
-    if (this.#ahead) {
-      const latest = new Map<string, number>();
-      for (const [p, e] of missing.values()) latest.set(p, Math.max(e, latest.get(p) ?? e));
-      for (const [p, e] of latest) {
-        const u = unitOf(p, e + 1);
-        if (!this.entries.has(u)) wanted.set(u, [p, e + 1]);
+    const periods = new Set(this.#ahead ? [...[...missing.values()].map(([p]) => p), ...topups] : []);
+    const now = this.#clock();
+    for (const p of periods) {
+      if (!(p in EPOCH_SECONDS)) continue;
+      const current = Math.floor(now / EPOCH_SECONDS[p]);
+      for (let e = current + 1; e <= current + this.#ahead; e++) {
+        const u = unitOf(p, e);
+        if (!this.entries.has(u)) wanted.set(u, [p, e]);
       }
     }
     for (const [u, t] of asked) if (!wanted.has(u)) wanted.set(u, [t.period, t.epoch]);
@@ -241,6 +371,7 @@ export class TokenStock {
       await this.#store.saveTokens(fresh, []);
       for (const t of fresh) this.entries.set(entryKey(t), t);
     }
+    if (this.#ahead && wanted.size) await this.#asking(periods, missing);
     const drop = new Map<string, Row[]>();
     const units = [...wanted.keys()];
     for (let lo = 0; lo < units.length; lo += MAX_UNITS) {
@@ -253,7 +384,13 @@ export class TokenStock {
   async #ask(key: PublicKey, chunk: TokenEntry[], missing: Map<string, unknown>, waiting: Row[],
     drop: Map<string, Row[]>): Promise<void> {
     const body = JSON.stringify({ units: chunk.map((t) => ({ period: t.period, epoch: t.epoch, blinded: t.blinded })) });
-    const a = await this.#http("POST", "/v1/tokens", body, { "LDP-Install-Key": this.#install() });
+    const headers: Record<string, string> = { "LDP-Install-Key": this.#install() };
+    if (this.#deviceToken) headers["LDP-Device-Token"] = await this.#deviceToken();
+    let a = await this.#http("POST", "/v1/tokens", body, headers);
+    if (a.status === 403 && problemCode(a.body) === "install_unregistered") {
+      // An issuer that requires registration (issue 34): the proof of work once, then again.
+      if ((await registerInstall(this.#http, this.#install())).status === "registered") a = await this.#http("POST", "/v1/tokens", body, headers);
+    }
     check(a, "POST /v1/tokens");
     const results = (JSON.parse(a.body) as { results?: unknown }).results;
     if (!Array.isArray(results) || results.length !== chunk.length) throw new TokenError("POST /v1/tokens answered another number of results");
@@ -283,5 +420,6 @@ export class TokenStock {
   /** Forget every token (opt-out: a new install asks for its own). */
   clear(): void {
     this.entries.clear();
+    this.#heldUntil = Infinity;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Report tokens on the device: the device half of blind RSA (RFC 9474,
  * RSABSSA-SHA384-PSS-Deterministic) in the Privacy Pass type 0x0002 layout,
- * byte for byte as ``ldp_core.tokens`` (docs/tokens.md, "The protocol, precisely").
+ * byte for byte as ``ldp_core.tokens`` (docs/token-protocol.md, "The protocol, precisely").
  *
  * 1. ``prepare``: a 32-byte nonce, the token input of the unit, an epoch of
  *    one length (period "hour" | "day", epoch index), e.g. ("day", 20423):

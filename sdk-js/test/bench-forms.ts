@@ -1,6 +1,7 @@
 // Benchmark (not a test): `node dist/test/bench-forms.js` prints the median and p90
 // cost of Client.record in Node (memory store) for the forms of this change beside
-// grr d = 4 in the same run: Square Wave (core), CMS and HCMS (d = 37), prefix_olh
+// grr d = 4 in the same run: Square Wave (core), the hierarchical histogram (eps 1 on
+// [0, 120]), CMS and HCMS (d = 37), prefix_olh
 // (a-z, 6 symbols, eps 4; its seed vectors are SHAKE-256 draws, cached per seed) and
 // its memoised form (eps_1 4, eps_inf 6: the permanent response's HMAC_DRBG per record).
 import { readFileSync } from "node:fs";
@@ -16,6 +17,7 @@ const WORDS = ["hello", "World", "zebra", "ab", "Maße"];
 const PLAN: [string, string, (i: number) => unknown][] = [
   ["grr d=4", "c.grr.4.1.0.0", (i) => specs.get("c.grr.4.1.0.0")!.domain![i % 4]],
   ["square_wave", "n.square_wave.1.0.0", (i) => (i % 997) * 120 / 996],
+  ["hierarchical", "n.hierarchical.1.0.0", (i) => (i % 997) * 120 / 996],
   ["cms d=37", "c.cms.37.1.0", (i) => `c${i % 37}`],
   ["hcms d=37", "c.hcms.37.1.0", (i) => `c${i % 37}`],
   ["prefix_olh a-z/6", "s.0.6.1.4.0", (i) => WORDS[i % WORDS.length]],

@@ -1,12 +1,15 @@
-// Conformance 2: >= 10^6 reports per mechanism form (all 23 one- and two-level
+// Conformance 2: >= 10^6 reports per mechanism form (all 24 one- and two-level
 // forms), drawn with the platform CSPRNG, against the DECLARED channel (p*, q*
 // of the Python-resolved params) by Pearson's chi-square.  The numeric grid
-// forms (Piecewise, memoised Piecewise, Hybrid, Square Wave) are checked against
-// the core's exact P[cell | value] (``output_distribution``, in vectors.json
-// "channels"): M + 1 or so cells, each with >= 500 expected reports, so the
-// chi-square approximation holds.
+// forms (Piecewise, memoised Piecewise, Hybrid, Square Wave, the hierarchical
+// histogram) are checked against the core's exact P[cell | value]
+// (``output_distribution``, in vectors.json "channels"): M + 1 or so cells, each
+// with >= 500 expected reports, so the chi-square approximation holds.  The
+// hierarchy at eps 0.5 (GRR, GRR, Hadamard, Hadamard levels: 54 cells, >= 5,899
+// expected each) and eps 3 (four GRR levels: 30 cells, >= 7,125), both at a value
+// off its 16-point grid, so the rounding, the level draw and both oracles count.
 //
-// False-positive rate: each of the 26 tests fails when its p-value < 1e-6 / 26,
+// False-positive rate: each of the 28 tests fails when its p-value < 1e-6 / 28,
 // so a correct SDK fails this file with probability <= 1e-6 (Bonferroni).
 // Unary encodings: the d bits of a report are independent given the value, so
 // the d per-bit counts are independent binomials and
@@ -39,8 +42,8 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
 const N = 1_000_000;
-const FORMS = 26;  // tests in this file (23 forms; Square Wave at two (eps, value); prefix_olh/2
-                   // also through its HMAC_DRBG and one device's instantaneous draws)
+const FORMS = 28;  // tests in this file (24 forms; Square Wave and the hierarchy at two (eps,
+                   // value); prefix_olh/2 also through its HMAC_DRBG and one device's instantaneous draws)
 const ALPHA = 1e-6 / FORMS;
 const rng = new SystemRng();
 registerAllForms();

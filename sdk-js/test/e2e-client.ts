@@ -64,7 +64,7 @@ test("offline reports wait for tokens, then go; the next epoch is stocked and su
   assert.deepEqual(net.paths().slice(0, 3), ["v1/tokens/key", "v1/tokens", "v1/reports"]);
   const epoch = Math.floor(now / DAY);
   const asked = JSON.parse(net.log[1].body as string).units as { period: string; epoch: number; blinded: string }[];
-  assert.deepEqual(asked.map((u) => [u.period, u.epoch]), [["day", epoch], ["day", epoch + 1]]);
+  assert.deepEqual(asked.map((u) => [u.period, u.epoch]), [["day", epoch], ["day", epoch + 1], ["day", epoch + 2]]);
   assert.ok(net.log[1].headers["LDP-Install-Key"]);
   const post = net.log[2];
   assert.equal(post.headers["Content-Encoding"], "gzip");

@@ -1,16 +1,17 @@
 // End to end, the opt-in forms in Node: devices record a string metric
-// (prefix_olh), a Square Wave distribution and a count-mean sketch through the
-// real collector, and a memoised string metric (prefix_olh, two levels) in each of
-// ``memoEpochs`` daily epochs from ``memoStart`` (an injected clock: one Client,
-// one secret per device, so its reports share their permanent response)
+// (prefix_olh), a Square Wave distribution, a count-mean sketch and a hierarchical
+// histogram (the same amounts) through the real collector, and a memoised string
+// metric (prefix_olh, two levels) in each of ``memoEpochs`` daily epochs from
+// ``memoStart`` (an injected clock: one Client, one secret per device, so its
+// reports share their permanent response)
 // (tests/sdk_js/test_sdk_js.py::test_forms_through_the_real_stack).
 // argv: url apiKey planFile; the plan is {strings: [...], amounts: [...], plans: [...],
 // memoStart, memoEpochs}, one entry per device.  Prints the totals as JSON.
 import { readFileSync } from "node:fs";
 import { Client, MemoryStore, type Spec } from "../src/node.js";
-import { cms, prefixOlh, prefixOlhMemo, registerForms } from "../src/forms.js";
+import { cms, hierarchical, prefixOlh, prefixOlhMemo, registerForms } from "../src/forms.js";
 
-registerForms(prefixOlh, prefixOlhMemo, cms);
+registerForms(prefixOlh, prefixOlhMemo, cms, hierarchical);
 const [url, apiKey, planFile] = process.argv.slice(2);
 const plan = JSON.parse(readFileSync(planFile, "utf8")) as {
   strings: string[]; amounts: number[]; plans: string[]; memoStart: number; memoEpochs: number };
@@ -27,7 +28,8 @@ async function device(i: number): Promise<void> {
     tokensAhead: false, logger: quiet, clock: () => at ?? Date.now() / 1000 });
   const records: [string, unknown, number | null][] = [];
   for (let e = 0; e < plan.memoEpochs; e++) records.push(["js.f.memo", plan.strings[i], plan.memoStart + e * 86400]);
-  records.push(["js.f.search", plan.strings[i], null], ["js.f.latency", plan.amounts[i], null], ["js.f.plan", plan.plans[i], null]);
+  records.push(["js.f.search", plan.strings[i], null], ["js.f.latency", plan.amounts[i], null], ["js.f.plan", plan.plans[i], null],
+    ["js.f.hier", plan.amounts[i], null]);
   for (const [metric, value, when] of records) {
     at = when;
     const res = await c.record(metric, value);

@@ -13,19 +13,21 @@ const V = JSON.parse(readFileSync(`${here}/../../test/vectors.json`, "utf8"));
 const SPECS = new Map<string, Spec>((V.mechanisms as { spec: Spec }[]).map((c) => [c.spec.name, c.spec]));
 
 test("a form that is not loaded: one log line naming its import, a counted status, no throw", async () => {
-  const names = { prefixOlh: "s.0.6.1.4.0", prefixOlhMemo: "s.l.0.6.1.4.0", cms: "c.cms.37.1.0", hcms: "c.hcms.37.1.0" };
+  const names = { prefixOlh: "s.0.6.1.4.0", prefixOlhMemo: "s.l.0.6.1.4.0", cms: "c.cms.37.1.0", hcms: "c.hcms.37.1.0",
+    hierarchical: "n.hierarchical.1.0.0" };
+  const value = (form: string): unknown => form.startsWith("prefixOlh") ? "hello" : form === "hierarchical" ? 61.5 : "c1";
   const lines: string[] = [];
   const logger = { warn: (m: string) => lines.push(m), info: () => undefined, error: (m: string) => lines.push(m) };
   const specs = [...Object.values(names).map((n) => SPECS.get(n)!), SPECS.get("n.square_wave.1.0.0")!];
   const c = await Client.open({ url: "http://127.0.0.1:9", apiKey: "k", store: new MemoryStore(), metrics: specs,
     fetchMetrics: false, interval: 0, logger });
   for (const [form, name] of Object.entries(names)) {
-    for (let i = 0; i < 2; i++) assert.equal((await c.record(name, form.startsWith("prefixOlh") ? "hello" : "c1")).status, "form_not_loaded");
+    for (let i = 0; i < 2; i++) assert.equal((await c.record(name, value(form))).status, "form_not_loaded");
     const said = lines.filter((l) => l.includes(name));
     assert.equal(said.length, 1, said.join("\n"));
     assert.match(said[0], new RegExp(`from "@ldp-telemetry/sdk/forms"; registerForms\\(${form}\\)`));
   }
-  assert.equal(c.counters.refused.form_not_loaded, 8);
+  assert.equal(c.counters.refused.form_not_loaded, 10);
   assert.equal((await c.record("n.square_wave.1.0.0", 3)).status, "queued");
   c.close();
 });

@@ -1,13 +1,13 @@
 // The opt-in forms on the device: a string metric never stores or logs its true
 // string (tests/client_sdk/test_strings_privacy.py for the JS SDK), and the
-// sketches and Square Wave record through the Client.
+// sketches, Square Wave and the hierarchical histogram record through the Client.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Client, FileStore, InvalidValueError, MemoryStore, type Spec } from "../src/node.js";
+import { buildMechanism, Client, FileStore, InvalidValueError, MemoryStore, type Spec } from "../src/node.js";
 import { registerAllForms } from "../src/forms.js";
 
 registerAllForms();
@@ -68,14 +68,14 @@ test("memoised strings: one lifetime charge per normalised string, its cohort ke
   }
   // "Hello", "HELLO" and "hello" are one normalised string: 2 lifetime charges of eps_inf.
   const lifetime = () => c.privacyReport().lifetime.find((l) => l.metric === spec.name)!;
-  assert.deepEqual(lifetime(), { metric: spec.name, spent: 2 * inf, values: 2 });
+  assert.deepEqual(lifetime(), { metric: spec.name, spent: 2 * inf, values: 2, budget: 2 * inf });
   assert.equal((await c.record(spec.name, "world")).status, "over_lifetime_budget");  // a third: over 2 eps_inf
   now += DAY;
   assert.equal(await c.flush(0.3), false);
   c.close();
   c = await open();  // a restart: the same secret, so the same permanent responses and charges
   assert.equal((await c.record(spec.name, "hellO")).status, "queued");
-  assert.deepEqual(lifetime(), { metric: spec.name, spent: 2 * inf, values: 2 });
+  assert.deepEqual(lifetime(), { metric: spec.name, spent: 2 * inf, values: 2, budget: 2 * inf });
   assert.equal(c.privacyReport().units.filter((u) => u.metric === spec.name).every((u) => u.spent === spec.params.epsilon), true);
   c.close();
   const rows = readFileSync(join(dir, "journal"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
@@ -113,6 +113,38 @@ test("Square Wave, CMS and HCMS record through the Client", async () => {
   assert.equal((await c.record(names[2], "nope")).status, "invalid_value");
   assert.equal(c.queued, 3);
   c.close();
+});
+
+test("the hierarchical histogram records through the Client: one cell per report, clamped, never the value", async () => {
+  const spec = SPECS.get("n.hierarchical.1.0.0")!;  // [0, 120], eps 1: 46 cells
+  const dir = mkdtempSync(join(tmpdir(), "ldp-hierarchical-")), { logger } = capture();
+  let now = 1_800_000_000;
+  const c = await Client.open({ url: DEAD, apiKey: "k", store: new FileStore(dir), metrics: [spec], fetchMetrics: false,
+    interval: 0, logger, clock: () => now });
+  for (let i = 0; i < 30; i++, now += DAY) assert.equal((await c.record(spec.name, 61.37)).status, "queued");
+  assert.deepEqual(await c.record(spec.name, 500), { status: "queued", ok: true, epoch: Math.floor(now / DAY), clamped: true });
+  assert.equal((await c.record(spec.name, "61.37")).status, "invalid_value");
+  assert.equal(c.counters.clamped, 1);
+  c.close();
+  const rows = readFileSync(join(dir, "journal"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+    .flatMap((e) => e.r && e.r.metric === spec.name ? [e.r.payload as string] : []);
+  assert.equal(rows.length, 31);
+  assert.ok(rows.every((r) => /^\d+$/.test(r) && Number(r) < (spec.params.num_counters as number)), rows.join(" "));
+  // A uniform level and its oracle: 30 equal cells have probability < 0.2**29.
+  assert.ok(new Set(rows).size > 1);
+  for (const f of readdirSync(dir)) assert.ok(!readFileSync(join(dir, f)).toString("latin1").includes("61.37"), f);
+});
+
+test("a hierarchical spec whose levels do not fill its offsets is refused, naming what it got", () => {
+  const spec = SPECS.get("n.hierarchical.0.5.0")!;
+  const p = spec.params as { offsets: number[]; levels: Record<string, unknown>[] };
+  assert.equal(buildMechanism(spec).name, "hierarchical");
+  const shifted = { ...spec, params: { ...spec.params, offsets: [0, 2, 6, 21, 54] } };
+  assert.throws(() => buildMechanism(shifted), /hierarchical needs level 2: grr or hadamard over 8 nodes, 15 cells, got \{"mechanism":"hadamard"/);
+  const text = { ...spec, params: { ...spec.params, offsets: p.offsets.map(String) } };
+  assert.throws(() => buildMechanism(text), /4 levels and 5 integer offsets .*"offsets":\["0","2"/);
+  const other = { ...spec, params: { ...spec.params, levels: [p.levels[0], { ...p.levels[1], mechanism: "olh" }, ...p.levels.slice(2)] } };
+  assert.throws(() => buildMechanism(other), /level 1: grr or hadamard over 4 nodes/);
 });
 
 test("the package's entry points resolve: @ldp-telemetry/sdk/forms shares the core's registry", async () => {

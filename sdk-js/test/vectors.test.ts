@@ -110,7 +110,7 @@ test("every mechanism: params, fingerprints, contexts, reports for fixed randomn
       draws++;
     }
   }
-  assert.equal(seen.size, 23, [...seen].join(" "));
+  assert.equal(seen.size, 24, [...seen].join(" "));
   console.log(`# vectors: ${cases.length} specs, ${draws} reports, ${seen.size} mechanism forms`);
 });
 

@@ -153,6 +153,13 @@ def test_python_client_returns_dicts_and_frames(live: dict[str, Any]) -> None:
     assert same["estimate"] == client.estimate("plan", since="7d")["estimate"]
     rows = client.rows("plan", series="epoch")
     assert len(rows) == len(PLANS) * 4 and rows[0]["metric"] == "plan"
+    # Numbers as numbers (they were the CSV's strings); an empty cell is None.
+    first = rows[0]
+    whole = client.estimate("plan")["estimate"]["values"][0]
+    assert first["value"] == whole["value"] and isinstance(first["value"], float)
+    assert isinstance(first["n"], int) and isinstance(first["version"], int)
+    assert first["suppressed"] is False and first["epoch"] is None
+    assert all(isinstance(r["epoch"], int) for r in rows if r["scope"] == "epoch")
     assert client.compare("plan", a="free", b="pro")["decision"]["verdict"] == "greater"
     with pytest.raises(ApiError) as bad:
         client.estimate("plan", start="2026-02-30")

@@ -199,7 +199,9 @@ def test_over_bound_series_is_served_in_pages(services: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("params", "code"),
     [({"limit": "5"}, "invalid_request"), ({"series": "epoch", "limit": "0"}, "invalid_request"),
-     ({"series": "epoch", "cursor": "-1"}, "invalid_request")],
+     ({"series": "epoch", "cursor": "-1"}, "invalid_request"),
+     # Past 64 bits the echoed cursor could not be written: once a 500 (the schema fuzzer).
+     ({"series": "epoch", "cursor": "88259322327705039013384510504960"}, "invalid_request")],
 )
 def test_bad_paging_parameters(services: dict[str, Any], params: dict[str, str],
                                code: str) -> None:

@@ -258,7 +258,8 @@ def test_redis_down_503_retry_after_then_delivered(
 
 
 def test_rate_limit_429_honoured(redis_server: RedisServer, tmp_path: Path) -> None:
-    extra = {"LDP_RATE_LIMIT_PER_SECOND": "2", "LDP_RATE_LIMIT_BURST": "1"}
+    # Burst 3: each device also registers its install (one more request, two for the first).
+    extra = {"LDP_RATE_LIMIT_PER_SECOND": "2", "LDP_RATE_LIMIT_BURST": "3"}
     with start_collector(redis_server.url, log_dir=tmp_path / "logs", extra_env=extra) as svc:
         register(svc.url, ALL_SPECS[:1])
         fleet = Fleet(
@@ -271,7 +272,7 @@ def test_rate_limit_429_honoured(redis_server: RedisServer, tmp_path: Path) -> N
                 batch_size=10, durability="batch", retry_after_max=2.0, backoff_base=0.05
             ),
         )
-        # Each device asks the issuer for its own token: 12 token requests, then
+        # Each device registers and asks the issuer for its own token: 24 requests, then
         # several small batches in a row, all under 2 requests per second.
         fleet._pipeline._send_limit = 3
         for _ in range(12):

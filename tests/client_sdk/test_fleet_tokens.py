@@ -114,7 +114,12 @@ def _record_all(fleet: Fleet, devices: int) -> None:
 
 def _subjects(redis_url: str) -> int:
     with redis.Redis.from_url(redis_url) as r:
-        return sum(1 for _ in r.scan_iter(match="ldp:{i:*", count=1000))
+        return sum(1 for _ in r.scan_iter(match="ldp:{i:*}", count=1000))  # not "}:r"
+
+
+def _registered(redis_url: str) -> int:
+    with redis.Redis.from_url(redis_url) as r:
+        return sum(1 for _ in r.scan_iter(match="ldp:{i:*}:r", count=1000))
 
 
 def test_tokens_fetched_concurrently_bounded_one_per_device(
@@ -123,6 +128,7 @@ def test_tokens_fetched_concurrently_bounded_one_per_device(
     bound = 4
     watch = Watch(bound)
     subjects_before = _subjects(redis_server.url)
+    registered_before = _registered(redis_server.url)
     fleet = _fleet(collector.url, watch, token_concurrency=bound, issuer_keys=[PIN])
     try:
         _record_all(fleet, DEVICES)
@@ -133,11 +139,19 @@ def test_tokens_fetched_concurrently_bounded_one_per_device(
     # Concurrent (the barrier of `bound` requests was reached) and bounded.
     assert not watch.broken
     assert watch.most == bound
-    # One token request per device, each with its own install key and blinded message.
-    assert len(watch.asked) == DEVICES
+    # One token request per device, each with its own install key and blinded message;
+    # the first `bound` (in flight at once) were asked to register first (403
+    # install_unregistered) and asked again with the same message; every later device
+    # registered before asking (client_sdk._register, Fleet).
+    assert len(watch.asked) == DEVICES + bound
+    # The first `bound` registered through POST /v1/installs; every later device sent its
+    # proof with its token request (LDP-Install-Proof), solved against a challenge the
+    # fleet shares: no request more than before registration was required.
+    assert watch.paths["installs"] == bound and watch.paths["installs/challenge"] <= bound
+    assert _registered(redis_server.url) - registered_before == DEVICES
     assert len({install for install, _ in watch.asked}) == DEVICES
-    blinded = [b for _, msgs in watch.asked for b in msgs]
-    assert len(blinded) == DEVICES == len(set(blinded))
+    asked = {(install, b) for install, msgs in watch.asked for b in msgs}
+    assert len(asked) == DEVICES == len({b for _, b in asked})
     # The issuer knows DEVICES new subjects (one per install), no more.
     assert _subjects(redis_server.url) - subjects_before == DEVICES
     # Every report delivered and counted once; each device's two reports carry its
@@ -193,11 +207,12 @@ def test_reports_go_out_between_token_requests(
     finally:
         fleet.close(1)
     assert (counters.sent, counters.duplicates, counters.dropped) == (120, 0, {})
-    assert watch.paths["tokens"] == 60 and not watch.broken
+    # + 2: the first two devices (in flight at once) were asked to register, then again.
+    assert watch.paths["tokens"] == 60 + 2 and not watch.broken
     first_report = watch.order.index("reports")
     last_token = len(watch.order) - 1 - watch.order[::-1].index("tokens")
     assert first_report < last_token
-    assert watch.order[:first_report].count("tokens") == 10
+    assert watch.order[:first_report].count("tokens") == 10 + 2
 
 
 def test_a_wrong_pin_is_refused_by_the_fleet(collector: ServiceProcess) -> None:

@@ -93,14 +93,16 @@ def test_offline_reports_wait_for_tokens_then_go_and_the_next_epoch_is_stocked(
         assert c.counters().sent == 2 and c.counters().duplicates == 0
         paths = [p for _, p, _ in net.log]
         first = paths.index("v1/reports")
-        # (A token request that timed out under load is asked again, same body.)
-        assert paths[0] == "v1/tokens/key" and set(paths[1:first]) == {"v1/tokens"}
-        assert len({b for _, _, b in net.log[1:first]}) == 1
+        # (A token request that timed out under load is asked again, same body; the
+        # first is answered 403 install_unregistered: the install registers once.)
+        assert paths[0] == "v1/tokens/key" and set(paths[1:first]) == {
+            "v1/tokens", "v1/installs/challenge", "v1/installs"}
+        assert len({b for _, p, b in net.log[1:first] if p == "v1/tokens"}) == 1
         asked = json.loads(net.log[1][2] or b"{}")["units"]
         epoch = int(clock.t // DAY)
-        # One token per epoch for both metrics, and the next epoch's ahead.
-        assert [(u["period"], u["epoch"]) for u in asked] == [("day", epoch),
-                                                              ("day", epoch + 1)]
+        # One token per epoch for both metrics, and the next two epochs' ahead.
+        assert [(u["period"], u["epoch"]) for u in asked] == [
+            ("day", epoch), ("day", epoch + 1), ("day", epoch + 2)]
         batch = json.loads(gzip.decompress(net.log[first][2] or b""))
         assert sorted(batch["metric"]) == ["browser", "dark_mode"]
         assert len(set(batch["token"])) == 1
@@ -117,7 +119,7 @@ def test_offline_reports_wait_for_tokens_then_go_and_the_next_epoch_is_stocked(
         (row,) = spool_rows(tmp_path)
         assert row[5] != "" and row[4] == epoch + 1
         # The past epoch's token is gone from the stock (no report can use it).
-        assert stock(tmp_path) == [("day", epoch + 1)]
+        assert stock(tmp_path) == [("day", epoch + 1), ("day", epoch + 2)]
         net.online = True
         before = len(net.log)
         assert c.flush(10) and c.counters().sent == 3
@@ -144,7 +146,7 @@ def test_a_token_is_spent_once_even_when_its_answer_is_lost(
             def send(self, method: str, url: str, headers: Any, body: bytes | None,
                      timeout: float) -> Response:
                 answer = real.send(method, url, headers, body, timeout)
-                if url.endswith("/v1/tokens"):
+                if url.endswith("/v1/tokens") and answer.status == 200:  # signed, then lost
                     raise OSError("answer lost")
                 return answer
 
@@ -154,9 +156,10 @@ def test_a_token_is_spent_once_even_when_its_answer_is_lost(
         assert c._pipeline.tokens.failed
         net.inner = real
         assert c.flush(10) and c.counters().sent == 1 and c.counters().dropped == {}
-        first, second = (json.loads(b or b"{}")["units"] for _, p, b in net.log
-                         if p == "v1/tokens")
-        assert first == second                             # the same blinded messages
+        # 403 install_unregistered (the install registers), signed but lost, signed again.
+        unregistered, first, second = (json.loads(b or b"{}")["units"] for _, p, b in net.log
+                                       if p == "v1/tokens")
+        assert unregistered == first == second             # the same blinded messages
     finally:
         c.close(0)
 
@@ -271,8 +274,8 @@ def test_a_schema_3_spool_keeps_its_version_1_tokens_and_drops_the_rest_counted(
         assert c.counters().dropped == {"epoch_v1_only": 1}
         assert spool_rows(tmp_path) == [] and stock(tmp_path) == []
         asked = [json.loads(b or b"{}")["units"] for _, p, b in net.log if p == "v1/tokens"]
-        assert [(u["period"], u["epoch"]) for u in asked[0]] == [("day", epoch),
-                                                                 ("day", epoch + 1)]
+        assert [(u["period"], u["epoch"]) for u in asked[0]] == [
+            ("day", epoch), ("day", epoch + 1), ("day", epoch + 2)]
         spent = {u.metric: u.spent for u in c.privacy_report().units}
         assert spent["dark_mode"] == 0.0 and spent["browser"] > 0, spent
     finally:

@@ -122,7 +122,7 @@ def test_changed_parameters_draw_a_new_response_only_within_the_lifetime_budget(
     status, lifetime = run(changed, **budget)  # a new channel: 4 + 6 > 8
     assert status == "over_lifetime_budget"
     assert [(x.memoised_values, x.spent) for x in lifetime] == [(1, 4.0)]
-    status, lifetime = run(changed)  # no lifetime budget: allowed, and told in full
+    status, lifetime = run(changed)  # the default, 4 x 4 (the first draw): 10 fits
     assert status == "queued"
     assert [(x.metric, x.memoised_values, x.spent) for x in lifetime] == [("theme", 2, 10.0)]
 

@@ -35,13 +35,15 @@ ADMIN, INGEST, ANALYST = auth(ADMIN_KEY), auth(INGEST_KEY), auth(ANALYST_KEY)
 
 
 def settings(redis_url: str, **extra: Any) -> Settings:
+    from tests.support.installs import CHEAP_SETTINGS
+
     return Settings(
         env="dev",
         redis_url=redis_url,
         admin_keys=ADMIN_KEY,
         ingest_keys=INGEST_KEY,
         analyst_keys=ANALYST_KEY,
-        **extra,
+        **{**CHEAP_SETTINGS, **extra},
     )
 
 

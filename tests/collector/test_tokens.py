@@ -22,6 +22,7 @@ from ldp_core.tokens import PublicKey, b64url, unb64url
 from ldp_core.wire import Envelope, encode_batch
 from tests.collector.test_api import INGEST, assert_problem, settings, tallies
 from tests.support.asgi import asgi_client
+from tests.support.installs import register_async
 from tests.support.reports import NOW, SPECS, envelope, today
 from tests.support.servers import ADMIN_KEY, auth
 from tests.support.tokens import mint
@@ -38,8 +39,11 @@ async def client(redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-def install() -> dict[str, str]:
-    return {**INGEST, "LDP-Install-Key": b64url(secrets.token_bytes(32))}
+async def install(client: httpx.AsyncClient) -> dict[str, str]:
+    """The headers of a fresh install, registered (the issuer signs for no other)."""
+    key = b64url(secrets.token_bytes(32))
+    await register_async(client, INGEST, key)
+    return {**INGEST, "LDP-Install-Key": key}
 
 
 async def public_key(client: httpx.AsyncClient) -> PublicKey:
@@ -74,7 +78,7 @@ async def test_blind_issuance_then_one_token_per_epoch_for_every_metric(
 ) -> None:
     key = await public_key(client)
     epoch = today()
-    headers = install()
+    headers = await install(client)
     pending = [tokens.prepare(key, "day", e) for e in (epoch, epoch + 1)]
     results = await ask(client, headers, [unit(p) for p in pending])
     assert [r["status"] for r in results] == ["issued"] * 2
@@ -220,7 +224,7 @@ async def test_the_issuer_gives_one_token_per_install_and_epoch(
 ) -> None:
     key = await public_key(client)
     epoch = today()
-    headers = install()
+    headers = await install(client)
     first = tokens.prepare(key, "day", epoch)
     assert (await ask(client, headers, [unit(first)]))[0]["status"] == "issued"
     # The same blinded message again (a lost answer, retried) is signed again...
@@ -234,7 +238,7 @@ async def test_the_issuer_gives_one_token_per_install_and_epoch(
     # The hour of the same index is another unit; another install gets its own.
     hour = tokens.prepare(key, "hour", today(3600))
     assert (await ask(client, headers, [unit(hour)]))[0]["status"] == "issued"
-    assert (await ask(client, install(), [unit(second)]))[0]["status"] == "issued"
+    assert (await ask(client, await install(client), [unit(second)]))[0]["status"] == "issued"
 
 
 async def test_the_issuer_checks_units_and_the_device(client: httpx.AsyncClient) -> None:
@@ -252,7 +256,7 @@ async def test_the_issuer_checks_units_and_the_device(client: httpx.AsyncClient)
         {"metric": "browser", "version": 1, "epoch": epoch, "blinded": blinded},
         "x",
     ]
-    results = await ask(client, install(), units)
+    results = await ask(client, await install(client), units)
     assert [r["code"] for r in results] == [
         "bad_unit", "bad_unit", "bad_unit", "epoch_expired", "epoch_in_future",
         "bad_blinded", "bad_blinded", "unit_retired", "bad_unit"]
@@ -261,7 +265,7 @@ async def test_the_issuer_checks_units_and_the_device(client: httpx.AsyncClient)
     r = await client.post("/v1/tokens", json={"units": units[:1]},
                           headers={**INGEST, "LDP-Install-Key": "short"})
     assert_problem(r, 401, "invalid_device")
-    r = await client.post("/v1/tokens", json={"units": []}, headers=install())
+    r = await client.post("/v1/tokens", json={"units": []}, headers=await install(client))
     assert_problem(r, 400, "invalid_request")
     r = await client.post("/v1/tokens", json={"units": units[:1]}, headers=auth("x" * 30))
     assert_problem(r, 401, "invalid_key")
@@ -336,14 +340,60 @@ async def test_issuer_state_is_a_digest_and_expires_with_the_window(
     epoch = today()
     raw = secrets.token_bytes(32)
     headers = {**INGEST, "LDP-Install-Key": b64url(raw)}
+    await register_async(client, INGEST, b64url(raw))
     units = [unit(tokens.prepare(key, "day", e)) for e in (epoch, epoch + 1)]
     assert [r["status"] for r in await ask(client, headers, units)] == ["issued"] * 2
     import redis
 
     with redis.Redis.from_url(redis_url) as r:
-        (name,) = list(r.scan_iter(match="ldp:{i:*"))
+        (name,) = list(r.scan_iter(match="ldp:{i:*}"))  # the registration is "...}:r"
         assert raw.hex().encode() not in name and raw not in name
         assert all(raw not in v and b64url(raw).encode() not in v
                    for v in r.hgetall(name).values())
         # The last unit's epoch ends at (epoch + 2) days; + 96 h window + 1 h margin.
         assert r.expiretime(name) == (epoch + 2) * 86400 + 96 * 3600 + 3600
+
+
+async def test_by_default_an_unregistered_install_gets_no_token(
+    client: httpx.AsyncClient,
+) -> None:
+    """Issue 34 item 1: tokens only for registered installs, by default (the fixture's
+    settings set no LDP_INSTALL_REGISTRATION_REQUIRED).  Failed while the default was off."""
+    key = await public_key(client)
+    headers = {**INGEST, "LDP-Install-Key": b64url(secrets.token_bytes(32))}
+    r = await client.post("/v1/tokens", headers=headers,
+                          json={"units": [unit(tokens.prepare(key, "day", today()))]})
+    assert_problem(r, 403, "install_unregistered")
+
+
+async def test_a_fresh_install_key_per_request_gets_no_token_without_a_proof(
+    client: httpx.AsyncClient,
+) -> None:
+    """The attack of issue 34: a new random install key for each request, each asking
+    today's token.  Before: 20 requests, 20 tokens (20 counted reports).  Now: none,
+    unless each key pays its proof of work first (the one that does gets its token)."""
+    key = await public_key(client)
+    got = 0
+    for _ in range(20):
+        headers = {**INGEST, "LDP-Install-Key": b64url(secrets.token_bytes(32))}
+        r = await client.post("/v1/tokens", headers=headers,
+                              json={"units": [unit(tokens.prepare(key, "day", today()))]})
+        if r.status_code == 200:
+            got += sum(x["status"] == "issued" for x in r.json()["results"])
+        else:
+            assert_problem(r, 403, "install_unregistered")
+    assert got == 0
+    paid = await install(client)
+    results = await ask(client, paid, [unit(tokens.prepare(key, "day", today()))])
+    assert [x["status"] for x in results] == ["issued"]
+
+
+def test_prod_refuses_the_gate_off_unless_devices_log_in() -> None:
+    from collector.settings import Settings
+
+    off = Settings(install_registration_required=False)
+    assert any("LDP_INSTALL_REGISTRATION_REQUIRED is false" in p for p in off.unsafe())
+    assert not any("REGISTRATION_REQUIRED" in p for p in Settings().unsafe())
+    jwt = Settings(install_registration_required=False, device_auth="jwt",
+                   jwt_jwks_file="/jwks.json", jwt_issuer="https://idp", jwt_audience="app")
+    assert not any("REGISTRATION_REQUIRED" in p for p in jwt.unsafe())

@@ -25,6 +25,7 @@ from ldp_core.wire import Envelope, encode_batch
 from ldp_server.redis_server import free_port
 from tests.collector.test_api import INGEST, settings, tallies
 from tests.support.asgi import asgi_client
+from tests.support.installs import register_async
 from tests.support.reports import NOW, SPECS, today
 from tests.support.servers import ADMIN_KEY, auth
 from tests.support.tokens import mint, mint_v1
@@ -46,6 +47,7 @@ async def upgraded(redis_url: str) -> None:
 
 async def issue(c: httpx.AsyncClient, install: str, epoch: int) -> tuple[str | None, str]:
     """(wire token, "issued") from the blind issuance of ("day", epoch), or (None, code)."""
+    await register_async(c, INGEST, install)  # 200 once registered: no work again
     r = await c.get("/v1/tokens/key", headers=INGEST)
     key = PublicKey.from_json(r.json())
     pending = tokens.prepare(key, "day", epoch)

@@ -49,20 +49,60 @@ def test_metric_list_goes_through_the_aggregator(live: dict[str, Any]) -> None:
     assert done.returncode == 0, done.stderr
     assert "plan" in done.stdout and "beta_on" in done.stdout
     assert "per device, per metric, per hour" in done.stdout
-    listed = json.loads(ldp(live, "metric", "list", "--json").stdout)
-    assert {m["name"] for m in listed} == {"plan", "beta_on"}
+    listed = json.loads(ldp(live, "metric", "list", "--json").stdout)   # a catalog file
+    assert {m["name"] for m in listed["metrics"]} == {"plan", "beta_on"}
+    assert not any("unit_text" in m for m in listed["metrics"])
 
 
 def test_estimate_windows_by_date_and_since(live: dict[str, Any]) -> None:
     today = live["today"]
     week = ldp(live, "estimate", "plan", "--since", "7d")
     assert week.returncode == 0, week.stderr
-    assert "window: 2 day(s)" in week.stdout and "n = 8000 reports" in week.stdout
-    assert f"{day(today - 3)} to {day(today)} UTC" in week.stdout
+    # The window asked (7 days to today), then the days in it that hold reports.
+    assert (f"window: 7 days (epochs {today - 6}..{today}, {day(today - 6)} to {day(today)}"
+            f" UTC), 2 days with reports (epochs {today - 3}..{today}") in week.stdout
+    assert "n = 8000 reports" in week.stdout
     dated = ldp(live, "estimate", "plan", "--start", day(today - 3), "--end", day(today))
-    assert "window: 1 day(s)" in dated.stdout and "n = 4000 reports" in dated.stdout
+    assert (f"window: 3 days (epochs {today - 3}..{today - 1}, {day(today - 3)} to "
+            f"{day(today - 1)} UTC), 1 day with reports") in dated.stdout
+    assert "n = 4000 reports" in dated.stdout
+    every = ldp(live, "estimate", "plan")
+    assert "window: every day with reports: 3 days (epochs " in every.stdout, every.stdout
     bad = ldp(live, "estimate", "plan", "--start", "2026-02-30")
     assert bad.returncode == 1 and "bad_date" in bad.stderr and "2026-02-30" in bad.stderr
+
+
+def test_an_empty_window_says_which_days_it_covers(live: dict[str, Any]) -> None:
+    """A 30-day window without a report names its 30 days (it said "window: 0 day(s)")."""
+    empty = ldp(live, "estimate", "plan", "--start", "2020-01-01", "--end", "2020-01-31")
+    assert empty.returncode == 0, empty.stderr
+    window = empty.stdout.splitlines()[1]
+    assert window.startswith("window: 30 days (epochs 18262..18291, 2020-01-01 to 2020-01-30"
+                             " UTC), no reports in it"), window
+    assert "SUPPRESSED: no reports in the window" in empty.stdout
+
+
+def test_a_closed_pipe_ends_ldp_quietly(live: dict[str, Any]) -> None:
+    """``ldp estimate plan | head -0``: the reader is gone before ldp writes.  Exit 141
+    (128 + SIGPIPE, what the shell reports for cat or grep cut short), nothing on stderr
+    (it was a BrokenPipeError traceback).  The same for csv, the metric list and --help."""
+    for args in (["estimate", "plan"], ["estimate", "plan", "--format", "csv", "--series"],
+                 ["metric", "list"], ["--help"]):
+        read, write = os.pipe()
+        os.close(read)  # no reader left anywhere: the first write fails with EPIPE
+        try:
+            argv = args if args == ["--help"] else [*args, "--url", live["url"],
+                                                    "--key", ANALYST_KEY]
+            done = subprocess.run(
+                [sys.executable, "-m", "ldp_cli.main", *argv], stdout=write,
+                stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            )
+        finally:
+            os.close(write)
+        # argparse drops a --help it cannot write, and exits 0 (its choice); quiet too.
+        expected = 0 if args == ["--help"] else 141
+        assert (done.returncode, done.stderr) == (expected, ""), (args, done.stderr)
 
 
 def test_estimate_consistent_column_and_exports(live: dict[str, Any]) -> None:

@@ -211,6 +211,23 @@ def test_up_with_an_external_redis(data: Path, tmp_path: Path, redis_server: Red
         assert not (data / "redis").exists()
         listed = run_ldp("metric", "list", data=data)
         assert listed.returncode == 0, listed.stderr
+        # Without --data (nor LDP_DATA_DIR) the CLI looks in the default folder, where
+        # no `ldp up` runs: the message says how to point it at this one.
+        home = tmp_path / "home"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("LDP_") and k != "XDG_DATA_HOME"}
+        lost = subprocess.run(
+            ldp_argv("metric", "create", "theme", "--kind", "boolean", "--epsilon", "1"),
+            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, check=False,
+            env={**env, "HOME": str(home)},
+        )
+        assert lost.returncode == 1 and lost.stdout == ""
+        default = home / ".local" / "share" / "ldp-telemetry"
+        assert lost.stderr == (
+            "ldp metric: no collector URL: no `ldp up` is running on the data folder"
+            f" {default}; pass --data DIR (the folder given to `ldp up --data DIR`) or set"
+            " LDP_DATA_DIR, or give the URL and key with --url/--key"
+            " (or LDP_COLLECTOR_URL/LDP_ADMIN_KEY)\n"), lost.stderr
         assert up.stop(signal.SIGTERM) == 0
     finally:
         up.kill()
@@ -233,7 +250,8 @@ def test_killed_ldp_leaves_no_service_behind(data: Path, tmp_path: Path) -> None
 def test_estimate_without_a_running_system_says_so(data: Path) -> None:
     done = run_ldp("estimate", "theme", data=data)
     assert done.returncode == 1
-    assert "no aggregator URL" in done.stderr
+    assert "no aggregator URL: no `ldp up` is running on the data folder" in done.stderr
+    assert f"{data}; pass --data DIR" in done.stderr
 
 
 def _pids_matching(*needles: str) -> list[int]:

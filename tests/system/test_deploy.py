@@ -103,9 +103,15 @@ def test_compose_file_matches_the_spec_and_its_references() -> None:
     redis_command = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_command and "--maxmemory-policy noeviction" in redis_command
     assert "redis-data:/data" in services["redis"]["volumes"]
+    key_mount = "./deploy/token-key.pem:/etc/ldp-telemetry/token-key.pem:ro"
+    assert key_mount in services["collector"]["volumes"]  # made by the operator (docs)
+    assert (services["collector"]["environment"]["LDP_TOKEN_KEY_FILE"]
+            == "/etc/ldp-telemetry/token-key.pem")
     for name, service in services.items():
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
+            if volume == key_mount:
+                continue
             if source.startswith("./"):
                 assert (REPO_ROOT / source).exists(), volume
             else:
@@ -125,7 +131,8 @@ def test_compose_file_matches_the_spec_and_its_references() -> None:
     assert compose["networks"]["internal"]["internal"] is True
     example = (DEPLOY / "ldp.env.example").read_text()
     for variable in ("LDP_REDIS_PASSWORD", "LDP_ADMIN_KEYS", "LDP_INGEST_KEYS",
-                     "LDP_ANALYST_KEYS", "LDP_SERVER_SECRET", "LDP_METRICS_KEY", "LDP_TLS"):
+                     "LDP_ANALYST_KEYS", "LDP_SERVER_SECRET", "LDP_METRICS_KEY", "LDP_TLS",
+                     "LDP_TOKEN_KEY_FILE"):
         assert f"\n{variable}=" in example
 
 

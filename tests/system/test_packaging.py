@@ -92,10 +92,14 @@ def test_device_install_without_extras_records_and_ldp_says_how_to_get_the_serve
     assert install.returncode == 0, install.stderr[-3000:]
 
     script = textwrap.dedent("""
-        import importlib.util, json, sqlite3, sys, tempfile
-        import client_sdk
+        import importlib.metadata, importlib.util, json, sqlite3, sys, tempfile
+        import client_sdk, ldp_core
         from client_sdk import Client
-        assert client_sdk.__file__.startswith(sys.prefix), client_sdk.__file__
+        for package in (client_sdk, ldp_core):
+            assert package.__file__.startswith(sys.prefix), package.__file__
+        # The wheel alone: no other distribution came with it.
+        names = sorted(d.metadata["Name"] for d in importlib.metadata.distributions())
+        assert names == ["ldp-telemetry"], names
         state = tempfile.mkdtemp()
         bundle = state + "/metrics.json"
         with open(bundle, "w") as f:
@@ -128,5 +132,5 @@ def test_device_install_without_extras_records_and_ldp_says_how_to_get_the_serve
         assert up.stdout == ""
         assert up.stderr.splitlines() == [
             f"ldp {command[0]}: needs the server extra (fastapi is not installed):"
-            " pip install 'ldp-telemetry[server]'"]
+            " pip install '.[server]' in a checkout of ldp-telemetry (it is not on PyPI yet)"]
     assert not (tmp_path / "data").exists()               # nothing was started

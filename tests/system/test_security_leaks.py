@@ -190,12 +190,12 @@ def test_rate_limited_sdk_honours_retry_after_and_delivers_everything(
             while not fleet.refresh_metrics(2):
                 assert time.monotonic() < deadline
             started = time.monotonic()
-            # Five flushes of two devices: each device asks the issuer for its token
-            # (POST /v1/tokens), then one batch: 15 requests against one per second.
+            # Five flushes of one device: each device registers its install and asks
+            # the issuer for its token, then one batch (the first device is asked to
+            # register by a 403 and asks a challenge): 17 requests against one per second.
             for round_ in range(5):
-                for i in range(2):
-                    assert fleet.device().record("browser",
-                                                 SPECS["browser"]["domain"][i % 4]).ok
+                assert fleet.device().record("browser",
+                                             SPECS["browser"]["domain"][round_ % 4]).ok
                 assert fleet.flush(60), round_
             elapsed = time.monotonic() - started
             counters = fleet.counters()
@@ -221,6 +221,6 @@ def test_rate_limited_sdk_honours_retry_after_and_delivers_everything(
     assert all(g >= int(rows[i]["retry_after"]) - 0.05 for i, g in zip(limited, gaps,
                                                                       strict=False))
     assert 'ldp_batches_refused_total{code="rate_limited"}' in prometheus
-    assert counters.sent == 10 and counters.pending == 0 and counters.dropped == {}
+    assert counters.sent == 5 and counters.pending == 0 and counters.dropped == {}
     assert counters.retries >= len(limited)
-    assert (acc["counted"], acc["lost"], acc["double_counted"]) == (10, 0, 0)
+    assert (acc["counted"], acc["lost"], acc["double_counted"]) == (5, 0, 0)
